@@ -1,0 +1,71 @@
+"""CompactorConfig: validated, frozen thresholds and sizes for the ProgressiveCompactor.
+
+Validation happens here, once; every other module trusts these values. Environment variables
+are not read here (see the README's table for the CLI's variables).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class CompactorConfig(BaseModel):
+    """Tier thresholds (fractions of the context window, inclusive) and sizes.
+
+    Attributes:
+        warn, soft, full, emergency: ratios at which each tier fires; strictly increasing in (0, 1].
+        offload_threshold: a tool result larger than this many UTF-8 bytes is offloaded to a file.
+            The one threshold the compactor honours (its offloader's own default is overridden).
+        preview_lines, preview_chars: what an offload placeholder keeps of the original.
+        min_tail_messages: newest messages always kept verbatim (extended to keep tool pairs whole).
+        reserve_tokens: tokens added to every ratio (tool schemas, the expected output).
+        emergency_target: the whole view after Emergency is at most this fraction of the window.
+        fallback_target: the view after an LLM-failure fallback is at most this fraction; must be
+            below ``warn`` so that the fallback really leaves every tier.
+        task_max_fraction: the task message is middle-truncated to this fraction of the window
+            in compaction messages and emergency views.
+        summarizer_timeout_s: a summariser call that takes longer fails over to the fallback.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    warn: float = Field(0.60, gt=0, le=1)
+    soft: float = Field(0.70, gt=0, le=1)
+    full: float = Field(0.80, gt=0, le=1)
+    emergency: float = Field(0.95, gt=0, le=1)
+    offload_threshold: int = Field(4000, ge=1)
+    preview_lines: int = Field(10, ge=0)
+    preview_chars: int = Field(2000, ge=0)
+    min_tail_messages: int = Field(6, ge=1)
+    reserve_tokens: int = Field(0, ge=0)
+    emergency_target: float = Field(0.50, gt=0, le=1)
+    fallback_target: float = Field(0.50, gt=0, le=1)
+    task_max_fraction: float = Field(0.25, gt=0, le=1)
+    summarizer_timeout_s: float = Field(120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_order(self) -> CompactorConfig:
+        names = ("warn", "soft", "full", "emergency")
+        values = [getattr(self, n) for n in names]
+        for (a, va), (b, vb) in zip(zip(names, values), zip(names[1:], values[1:]), strict=False):
+            if not va < vb:
+                raise ValueError(
+                    f"thresholds must be strictly increasing: {a}={va} is not below {b}={vb}"
+                )
+        if not self.emergency_target < self.emergency:
+            raise ValueError(
+                f"emergency_target={self.emergency_target} must be below "
+                f"emergency={self.emergency}, or Emergency would fire again next turn"
+            )
+        if not self.fallback_target < self.warn:
+            raise ValueError(
+                f"fallback_target={self.fallback_target} must be below warn={self.warn}, "
+                "so that the LLM-failure fallback leaves every tier"
+            )
+        return self
+
+    def config_hash(self) -> str:
+        """A short stable hash of every value, stored on records to group runs by config."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]

@@ -1,0 +1,217 @@
+"""Offloading large tool results to files, leaving a placeholder with a preview in context.
+
+``CompactionOffloader`` runs at compaction time (default threshold 4000 bytes, 10 preview lines;
+the compactor passes its own ``offload_threshold``). ``OffloadHook`` runs at tool-execution time
+(10000 bytes, 20 lines). Both write ``<work_dir>/.compactlens/tool_results/<session>/<id>.txt``
+(files 0600, folders 0700) with sanitised names. The idempotency key is (tool_call_id, content
+hash): an existing identical file is reused, not rewritten, across restarts. Nothing here
+decides *when* to offload; that is the compactor's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from compactor.errors import OffloadError
+from compactor.messages import Message
+from compactor.records import OffloadEntry
+from compactor.safepath import confined, safe_name
+
+OFFLOAD_DIR = Path(".compactlens") / "tool_results"
+PLACEHOLDER_PREFIX = "[offloaded: "
+
+
+def is_offloaded(content: str) -> bool:
+    return content.startswith(PLACEHOLDER_PREFIX)
+
+
+def _preview(content: str, lines: int, chars: int) -> str:
+    head = "\n".join(content.splitlines()[:lines])
+    if len(head) > chars:
+        head = head[:chars] + "…"
+    return head
+
+
+def render_placeholder(rel_path: str, content: str, lines: int, chars: int) -> str:
+    n_lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    n_bytes = len(content.encode("utf-8"))
+    parts = [f"{PLACEHOLDER_PREFIX}{rel_path} | {n_lines} lines / {n_bytes} bytes]"]
+    preview = _preview(content, lines, chars)
+    if preview:
+        parts.append(f"Preview (first {min(lines, n_lines)} lines):")
+        parts.append(preview)
+    parts.append(f"[Full result saved to {rel_path}; read it back with read_file.]")
+    return "\n".join(parts)
+
+
+class CompactionOffloader:
+    """Moves tool results above ``threshold`` bytes into per-session files."""
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str],
+        session_id: str,
+        *,
+        threshold: int = 4000,
+        preview_lines: int = 10,
+        preview_chars: int = 2000,
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.session_id = session_id
+        self.threshold = threshold
+        self.preview_lines = preview_lines
+        self.preview_chars = preview_chars
+        self._cache: dict[tuple[str, str], OffloadEntry] = {}
+
+    def for_session(self, session_id: str) -> CompactionOffloader:
+        """The same settings bound to another session (fresh cache, its own folder)."""
+        return type(self)(
+            self.work_dir,
+            session_id,
+            threshold=self.threshold,
+            preview_lines=self.preview_lines,
+            preview_chars=self.preview_chars,
+        )
+
+    @property
+    def session_dir(self) -> Path:
+        return confined(self.work_dir, str(OFFLOAD_DIR), safe_name(self.session_id or "default"))
+
+    def offload(
+        self,
+        msg: Message,
+        *,
+        threshold: int | None = None,
+        preview_lines: int | None = None,
+        preview_chars: int | None = None,
+        tool_name: str = "",
+    ) -> tuple[OffloadEntry, Message] | None:
+        """Write ``msg``'s content to a file and return (entry, placeholder message).
+
+        Returns None when the message is not a tool result, is not above the threshold, is
+        already a placeholder, or a placeholder would not be smaller than the content. Raises
+        ``OffloadError`` when the file cannot be written (the caller keeps the original).
+        """
+        limit = self.threshold if threshold is None else threshold
+        if not msg.tool_call_id:
+            return None
+        content = msg.content
+        data = content.encode("utf-8", "surrogatepass")
+        if len(data) <= limit or is_offloaded(content):
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        key = (msg.tool_call_id, digest)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._write(msg, data, digest, tool_name)
+        lines = self.preview_lines if preview_lines is None else preview_lines
+        chars = self.preview_chars if preview_chars is None else preview_chars
+        placeholder = render_placeholder(entry.file_path, content, lines, chars)
+        if len(placeholder.encode("utf-8")) >= len(data):
+            return None
+        self._cache[key] = entry
+        return entry, msg.model_copy(update={"content": placeholder})
+
+    def _write(self, msg: Message, data: bytes, digest: str, tool_name: str) -> OffloadEntry:
+        base = safe_name(msg.tool_call_id or "result")
+        try:
+            folder = self.session_dir
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(folder, 0o700)
+            target = folder / f"{base}.txt"
+            if target.exists() and not _same_content(target, data, digest):
+                target = folder / f"{base}-{digest[:8]}.txt"
+            if not (target.exists() and _same_content(target, data, digest)):
+                _atomic_write(target, data)
+        except (OSError, ValueError) as exc:
+            raise OffloadError(
+                f"could not offload tool result {msg.tool_call_id!r} to {self.work_dir}: "
+                f"{exc}; content kept in context"
+            ) from exc
+        text = data.decode("utf-8", "replace")
+        return OffloadEntry(
+            tool_call_id=msg.tool_call_id or "",
+            tool_name=tool_name or (msg.name or ""),
+            file_path=str(target.relative_to(self.work_dir.resolve())),
+            bytes=len(data),
+            lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
+            sha256=digest,
+        )
+
+    def read_back(self, entry: OffloadEntry) -> str:
+        """The full content of an offloaded result (confined to the work dir)."""
+        return confined(self.work_dir, entry.file_path).read_text(encoding="utf-8")
+
+    def delete_session(self) -> bool:
+        """Remove this session's offload folder (cascade GC)."""
+        folder = self.session_dir
+        if folder.exists():
+            shutil.rmtree(folder)
+            return True
+        return False
+
+
+def _same_content(path: Path, data: bytes, digest: str) -> bool:
+    try:
+        if path.stat().st_size != len(data):
+            return False
+        return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    except OSError:
+        return False
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class OffloadHook:
+    """Tool-execution-time offload: call it on each tool result before it enters the history.
+
+    Same folder scheme and placeholder as the compaction offloader, with its own defaults (10000
+    bytes, 20 preview lines). Fails open: on a write error the original message is returned and
+    the error is kept in ``errors``.
+    """
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str],
+        session_id: str,
+        *,
+        threshold: int = 10000,
+        preview_lines: int = 20,
+        preview_chars: int = 4000,
+    ) -> None:
+        self._offloader = CompactionOffloader(
+            work_dir,
+            session_id,
+            threshold=threshold,
+            preview_lines=preview_lines,
+            preview_chars=preview_chars,
+        )
+        self.entries: list[OffloadEntry] = []
+        self.errors: list[str] = []
+
+    def __call__(self, msg: Message, *, tool_name: str = "") -> Message:
+        try:
+            done = self._offloader.offload(msg, tool_name=tool_name)
+        except OffloadError as exc:
+            self.errors.append(str(exc))
+            return msg
+        if done is None:
+            return msg
+        entry, placeholder = done
+        self.entries.append(entry)
+        return placeholder

@@ -1,0 +1,247 @@
+"""CompactionRecord and OffloadEntry, and the JSONL record store (harness9-compatible lines).
+
+In JSONL ``tier`` is an integer and ``duration`` integer nanoseconds, so records written by the
+Go original import unchanged (Go's nil slices as ``null``, nanosecond timestamps, capitalised
+anchor keys are all accepted). The store fsyncs, locks, sanitises the session id and reports
+unreadable lines with file and line instead of skipping them silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from compactor.anchors import Anchor
+from compactor.safepath import safe_name
+
+log = logging.getLogger(__name__)
+
+
+class CompactionTier(IntEnum):
+    NONE = 0
+    WARN = 1
+    SOFT = 2
+    FULL = 3
+    EMERGENCY = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.capitalize()
+
+
+class OffloadEntry(BaseModel):
+    """One tool result moved to a file; ``file_path`` is relative to the offloader's work_dir."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    tool_call_id: str
+    tool_name: str = ""
+    file_path: str
+    bytes: int
+    lines: int
+    sha256: str = ""
+
+
+class DroppedMessage(BaseModel):
+    """A message removed (or cut) by truncation, with its size, for post-mortems."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    index: int
+    role: str
+    bytes: int
+    tokens: int
+    tool_call_id: str | None = None
+    truncated: bool = False
+
+
+class SummarizerStats(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CompactionRecord(BaseModel):
+    """Everything one compaction did. Field names are the seed's JSON names."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str = Field(default_factory=_new_id)
+    session_id: str = ""
+    timestamp: datetime = Field(default_factory=_now)
+    tier: CompactionTier = CompactionTier.NONE
+    tokens_before: int = 0
+    tokens_after: int = 0
+    msgs_before: int = 0
+    msgs_after: int = 0
+    anchors: list[Anchor] = Field(default_factory=list)
+    offloaded: list[OffloadEntry] = Field(default_factory=list)
+    summarized: int = 0
+    preserved_tail: int = 0
+    summary_text: str = ""
+    compression_ratio: float = 0.0
+    duration: int = 0
+    """Nanoseconds, as Go's ``time.Duration``."""
+    error: str = ""
+    # Extensions (optional in input).
+    trigger: Literal["auto", "manual"] = "auto"
+    effective: bool = True
+    context_window: int = 0
+    fallback: str = ""
+    repairs: list[str] = Field(default_factory=list)
+    dropped: list[DroppedMessage] = Field(default_factory=list)
+    summarizer: SummarizerStats | None = None
+    estimator: str = ""
+    config_hash: str = ""
+
+    @field_validator("anchors", "offloaded", "repairs", "dropped", mode="before")
+    @classmethod
+    def _null_is_empty(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("error", "summary_text", "session_id", mode="before")
+    @classmethod
+    def _null_is_blank(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _go_timestamp(cls, v: Any) -> Any:
+        # Go writes nanoseconds; Python keeps microseconds.
+        return _FRACTION.sub(r"\1", v) if isinstance(v, str) else v
+
+    @property
+    def duration_ms(self) -> float:
+        return self.duration / 1e6
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    def to_json_line(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+
+
+def compression_ratio(tokens_before: int, tokens_after: int) -> float:
+    return tokens_after / tokens_before if tokens_before > 0 else 0.0
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    def append(self, record: CompactionRecord) -> None: ...
+
+    def list(self, session_id: str) -> list[CompactionRecord]: ...
+
+
+@dataclass(frozen=True)
+class RecordLineError:
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class RecordReadResult:
+    records: list[CompactionRecord] = field(default_factory=list)
+    errors: list[RecordLineError] = field(default_factory=list)
+
+
+class JsonlRecordStore:
+    """One JSONL file per session under ``root``: ``<safe session id>.jsonl``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.last_errors: list[RecordLineError] = []
+
+    def path_for(self, session_id: str) -> Path:
+        return self.root / f"{safe_name(session_id or 'default')}.jsonl"
+
+    def append(self, record: CompactionRecord) -> None:
+        """Append one line under an exclusive lock and fsync it. Raises on I/O failure."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = (record.to_json_line() + "\n").encode("utf-8")
+        fd = os.open(self.path_for(record.session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self, session_id: str) -> RecordReadResult:
+        """Every readable record in order, and one error per unreadable line (file:line: why)."""
+        return read_record_file(self.path_for(session_id))
+
+    def list(self, session_id: str) -> list[CompactionRecord]:
+        """Readable records in order; bad lines are logged and kept in ``last_errors``."""
+        result = self.read(session_id)
+        self.last_errors = result.errors
+        for err in result.errors:
+            log.warning("unreadable compaction record: %s", err)
+        return result.records
+
+    def delete(self, session_id: str) -> bool:
+        path = self.path_for(session_id)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            return True
+        return False
+
+
+def read_record_file(path: Path) -> RecordReadResult:
+    result = RecordReadResult()
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return result
+    with fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+                result.records.append(CompactionRecord.model_validate(data))
+            except (ValueError, ValidationError) as exc:
+                reason = str(exc).splitlines()[0] if isinstance(exc, json.JSONDecodeError) else (
+                    f"not a compaction record: {_first_error(exc)}"
+                )
+                result.errors.append(RecordLineError(str(path), lineno, reason))
+    return result
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        e = exc.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"])
+        return f"{loc}: {e['msg']}"
+    return str(exc)
