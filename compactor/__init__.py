@@ -3,7 +3,17 @@
 The public surface: every name a caller may import, re-exported explicitly. Nothing else here.
 """
 
-from compactor.anchors import Anchor, AnchorType, merge_anchors, parse_anchors_and_summary
+from compactor.anchors import (
+    ANCHOR_ORDER,
+    ANCHOR_TITLES,
+    Anchor,
+    AnchorType,
+    anchor_items,
+    format_anchors,
+    is_na,
+    merge_anchors,
+    parse_anchors_and_summary,
+)
 from compactor.config import CompactorConfig
 from compactor.errors import (
     ChatModelError,
@@ -12,6 +22,36 @@ from compactor.errors import (
     RecordStoreError,
     SummarizerError,
 )
+from compactor.events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    UPCASTERS,
+    Capture,
+    CompactionRecorded,
+    Event,
+    EventFactory,
+    MessageAppended,
+    Payload,
+    Producer,
+    SessionDeleted,
+    SessionStarted,
+    SyntheticMessage,
+    ToolResultOffloaded,
+    UsageReported,
+    ViewItem,
+    parse_event,
+    sha256_of,
+)
+from compactor.extractive import ExtractiveSummarizer
+from compactor.fallback import (
+    COMPACTION_MARKER,
+    TokenBudgetCompactor,
+    find_task_index,
+    is_compaction_message,
+    repair_orphaned_tool_pairs,
+    validate_history,
+)
+from compactor.llm import AnthropicChatModel, OpenAIChatModel
 from compactor.messages import (
     Message,
     ToolCall,
@@ -22,14 +62,26 @@ from compactor.messages import (
     messages_to_openai,
     to_openai,
 )
-from compactor.offload import CompactionOffloader, OffloadHook
+from compactor.notify import format_notification, format_tokens
+from compactor.offload import CompactionOffloader, OffloadHook, is_offloaded
+from compactor.outcome import CompactionOutcome
+from compactor.progressive import MemoryExtractor, ProgressiveCompactor, TodoInjector
+from compactor.protocols import Compactor, ForceCompactor, RecordedCompactor
 from compactor.records import (
     CompactionRecord,
     CompactionTier,
+    DroppedMessage,
     JsonlRecordStore,
     OffloadEntry,
+    RecordLineError,
+    RecordReadResult,
     RecordStore,
+    SummarizerStats,
+    read_record_file,
 )
+from compactor.safepath import safe_name
+from compactor.session import CompactionSession, replay_into
+from compactor.sinks import EventSink, MemorySink, SpoolSink
 from compactor.summarize import (
     ChatCompletion,
     ChatModel,
@@ -39,50 +91,108 @@ from compactor.summarize import (
     SummaryResult,
     TokenUsage,
 )
+from compactor.tiers import split_head_tail, tier_for_ratio
 from compactor.tokens import (
     ByteEstimator,
     CalibratedEstimator,
     TokenEstimator,
     estimate_tokens,
     estimate_tool_schema_tokens,
+    message_bytes,
 )
 
 __all__ = [
+    "ANCHOR_ORDER",
+    "ANCHOR_TITLES",
+    "COMPACTION_MARKER",
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "UPCASTERS",
     "Anchor",
     "AnchorType",
+    "AnthropicChatModel",
     "ByteEstimator",
     "CalibratedEstimator",
+    "Capture",
     "ChatCompletion",
     "ChatModel",
     "ChatModelError",
     "CompactionOffloader",
+    "CompactionOutcome",
     "CompactionRecord",
+    "CompactionRecorded",
+    "CompactionSession",
     "CompactionTier",
+    "Compactor",
     "CompactorConfig",
     "CompactorError",
+    "DroppedMessage",
+    "Event",
+    "EventFactory",
+    "EventSink",
+    "ExtractiveSummarizer",
+    "ForceCompactor",
     "JsonlRecordStore",
     "LLMSummarizer",
+    "MemoryExtractor",
+    "MemorySink",
     "Message",
+    "MessageAppended",
     "OffloadEntry",
     "OffloadError",
     "OffloadHook",
+    "OpenAIChatModel",
+    "Payload",
     "PreviousCompaction",
+    "Producer",
+    "ProgressiveCompactor",
+    "RecordLineError",
+    "RecordReadResult",
     "RecordStore",
     "RecordStoreError",
+    "RecordedCompactor",
+    "SessionDeleted",
+    "SessionStarted",
+    "SpoolSink",
     "Summarizer",
     "SummarizerError",
+    "SummarizerStats",
     "SummaryResult",
+    "SyntheticMessage",
+    "TodoInjector",
+    "TokenBudgetCompactor",
     "TokenEstimator",
     "TokenUsage",
     "ToolCall",
+    "ToolResultOffloaded",
+    "UsageReported",
+    "ViewItem",
+    "anchor_items",
     "estimate_tokens",
     "estimate_tool_schema_tokens",
+    "find_task_index",
+    "format_anchors",
+    "format_notification",
+    "format_tokens",
     "from_openai",
+    "is_compaction_message",
+    "is_na",
+    "is_offloaded",
     "merge_anchors",
+    "message_bytes",
     "messages_from_anthropic",
     "messages_from_openai",
     "messages_to_anthropic",
     "messages_to_openai",
     "parse_anchors_and_summary",
+    "parse_event",
+    "read_record_file",
+    "repair_orphaned_tool_pairs",
+    "replay_into",
+    "safe_name",
+    "sha256_of",
+    "split_head_tail",
+    "tier_for_ratio",
     "to_openai",
+    "validate_history",
 ]

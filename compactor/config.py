@@ -7,6 +7,7 @@ are not read here (see the README's table for the CLI's variables).
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -47,9 +48,8 @@ class CompactorConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_order(self) -> CompactorConfig:
-        names = ("warn", "soft", "full", "emergency")
-        values = [getattr(self, n) for n in names]
-        for (a, va), (b, vb) in zip(zip(names, values), zip(names[1:], values[1:]), strict=False):
+        pairs = [(n, getattr(self, n)) for n in ("warn", "soft", "full", "emergency")]
+        for (a, va), (b, vb) in itertools.pairwise(pairs):
             if not va < vb:
                 raise ValueError(
                     f"thresholds must be strictly increasing: {a}={va} is not below {b}={vb}"

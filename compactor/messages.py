@@ -122,9 +122,13 @@ def from_openai(raw: Mapping[str, Any]) -> Message:
         args = fn.get("arguments", "")
         if not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False)
-        calls.append(ToolCall(id=str(tc.get("id", "")), name=str(fn.get("name", "")), arguments=args))
+        calls.append(
+            ToolCall(id=str(tc.get("id", "")), name=str(fn.get("name", "")), arguments=args)
+        )
     if role not in ("system", "user", "assistant"):
-        raise ValueError(f"unknown OpenAI message role {role!r}; expected system/user/assistant/tool")
+        raise ValueError(
+            f"unknown OpenAI message role {role!r}; expected system/user/assistant/tool"
+        )
     return Message(role=role, content=content, tool_calls=tuple(calls), name=raw.get("name"))
 
 

@@ -189,7 +189,9 @@ class JsonlRecordStore:
         """Append one line under an exclusive lock and fsync it. Raises on I/O failure."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = (record.to_json_line() + "\n").encode("utf-8")
-        fd = os.open(self.path_for(record.session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(
+            self.path_for(record.session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.write(fd, line)
@@ -232,8 +234,10 @@ def read_record_file(path: Path) -> RecordReadResult:
                 data = json.loads(raw)
                 result.records.append(CompactionRecord.model_validate(data))
             except (ValueError, ValidationError) as exc:
-                reason = str(exc).splitlines()[0] if isinstance(exc, json.JSONDecodeError) else (
-                    f"not a compaction record: {_first_error(exc)}"
+                reason = (
+                    str(exc).splitlines()[0]
+                    if isinstance(exc, json.JSONDecodeError)
+                    else (f"not a compaction record: {_first_error(exc)}")
                 )
                 result.errors.append(RecordLineError(str(path), lineno, reason))
     return result

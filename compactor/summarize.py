@@ -97,7 +97,8 @@ ANCHOR_TEMPLATE = """## Anchors
 ## Summary
 <supplementary context not captured in anchors>"""
 
-FIRST_TEMPLATE = """Produce a structured compaction of the following conversation in this exact format:
+FIRST_TEMPLATE = """Produce a structured compaction of the following conversation \
+in this exact format:
 
 {template}
 
@@ -130,7 +131,9 @@ def render_transcript(msgs: Sequence[Message], *, max_chars_per_message: int = 8
         content = m.content
         if len(content) > max_chars_per_message:
             half = max_chars_per_message // 2
-            content = f"{content[:half]}\n…[{len(content) - 2 * half} chars elided]…\n{content[-half:]}"
+            content = (
+                f"{content[:half]}\n…[{len(content) - 2 * half} chars elided]…\n{content[-half:]}"
+            )
         if m.is_tool_result:
             tag = f"[tool result {m.tool_call_id}{' ERROR' if m.is_error else ''}]"
         else:
@@ -161,7 +164,9 @@ class LLMSummarizer:
 
     def __init__(self, chat_model: ChatModel, *, model_name: str = "") -> None:
         self.chat_model = chat_model
-        self.model_name = model_name or getattr(chat_model, "model", "") or type(chat_model).__name__
+        self.model_name = (
+            model_name or getattr(chat_model, "model", "") or type(chat_model).__name__
+        )
 
     def _result(self, completion: ChatCompletion) -> SummaryResult:
         if not completion.text.strip():
@@ -189,10 +194,10 @@ class LLMSummarizer:
 
 def as_summarizer(obj: Summarizer | ChatModel) -> Summarizer:
     """A ``ChatModel`` passed where a ``Summarizer`` is expected is wrapped in ``LLMSummarizer``."""
-    if hasattr(obj, "summarize"):
-        return obj  # type: ignore[return-value]
-    if hasattr(obj, "complete"):
-        return LLMSummarizer(obj)  # type: ignore[arg-type]
+    if isinstance(obj, Summarizer):
+        return obj
+    if isinstance(obj, ChatModel) or hasattr(obj, "complete"):
+        return LLMSummarizer(obj)
     raise TypeError(
         f"{type(obj).__name__} is neither a Summarizer (summarize) nor a ChatModel (complete)"
     )

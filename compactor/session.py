@@ -1,0 +1,266 @@
+"""CompactionSession: the agent-loop integration (full history, checkpointed view, events).
+
+The session holds the full, append-only ``history`` (what the user persists) and derives the
+view sent to the model each turn: ``[system, *checkpoint prefix, *history after the checkpoint]``.
+After every effective compaction the prefix becomes the compacted view, so the ratio falls, the
+next summary is incremental over the new messages only, and a turn costs time in proportion to
+the view, not to the history. It never mutates the history and never raises from recording.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from compactor.events import (
+    Capture,
+    EventFactory,
+    SessionDeleted,
+    SessionStarted,
+    UsageReported,
+    compaction_recorded,
+    message_appended,
+    offload_events,
+    sha256_of,
+)
+from compactor.messages import Message
+from compactor.outcome import CompactionOutcome
+from compactor.progressive import ProgressiveCompactor
+from compactor.records import CompactionRecord, CompactionTier
+from compactor.sinks import EventSink
+from compactor.tokens import message_bytes
+
+log = logging.getLogger(__name__)
+
+
+class CompactionSession:
+    """One agent conversation: ``prepare()`` before each LLM call, ``append()`` every message."""
+
+    def __init__(
+        self,
+        compactor: ProgressiveCompactor,
+        system_prompt: str | Message | None = None,
+        *,
+        session_id: str | None = None,
+        event_sink: EventSink | None = None,
+        capture: Capture = "full",
+        model: str = "",
+        agent: str = "",
+        parent_session_id: str | None = None,
+        source: str = "live",
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.session_id = session_id or str(uuid.uuid4())
+        if compactor.session_id != self.session_id:
+            compactor = compactor.for_session(self.session_id)
+        self.compactor = compactor
+        self.event_sink = event_sink
+        self.capture: Capture = capture
+        if isinstance(system_prompt, str):
+            system_prompt = Message(role="system", content=system_prompt)
+        self.system = system_prompt
+        self.history: list[Message] = []
+        self.records: list[CompactionRecord] = []
+        self.sink_errors = 0
+        self.last_sink_error = ""
+        self.noops_suppressed = 0
+        self._events = EventFactory(self.session_id)
+        self._system_bytes = message_bytes(system_prompt) if system_prompt else 0
+        self._prefix: list[Message] = []
+        self._prefix_index: list[int | None] = []
+        self._prefix_bytes = 0
+        self._upto = 0
+        self._new_bytes = 0
+        self._last_noop: tuple[CompactionTier, int] | None = None
+        self._last_view_bytes = 0
+        self._emit(
+            SessionStarted(
+                context_window=compactor.context_window,
+                config=compactor.config.model_dump(),
+                model=model,
+                agent=agent,
+                parent_session_id=parent_session_id,
+                capture=capture,
+                source=source,
+                system_prompt_sha256=sha256_of(system_prompt) if system_prompt else None,
+                system_prompt=system_prompt.content
+                if system_prompt and capture == "full"
+                else None,
+                metadata=metadata or {},
+            )
+        )
+
+    # ------------------------------------------------------------ history
+
+    def append(self, msg: Message) -> None:
+        """Add one message to the history (the view follows on the next ``prepare``)."""
+        index = len(self.history)
+        self.history.append(msg)
+        self._new_bytes += message_bytes(msg)
+        self._emit(message_appended(index, msg, self.capture))
+
+    def extend(self, msgs: Iterable[Message]) -> None:
+        for m in msgs:
+            self.append(m)
+
+    @property
+    def checkpoint(self) -> int:
+        """History index up to which the latest compaction covers the history."""
+        return self._upto
+
+    def view(self) -> list[Message]:
+        """The current view without compacting: system, checkpoint prefix, newer history."""
+        head = [self.system] if self.system is not None else []
+        return [*head, *self._prefix, *self.history[self._upto :]]
+
+    def _view_index(self) -> list[int | None]:
+        head: list[int | None] = [None] if self.system is not None else []
+        return [*head, *self._prefix_index, *range(self._upto, len(self.history))]
+
+    def tokens(self) -> int:
+        """Estimated tokens of the current view (O(1): sizes are kept as messages arrive)."""
+        n_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        return self.compactor.estimator.tokens_for_bytes(n_bytes)
+
+    # ------------------------------------------------------------ turns
+
+    def prepare(self) -> tuple[list[Message], CompactionRecord]:
+        """The view to send now, compacted if a tier fires, and the record (tier NONE if not)."""
+        tokens = self.tokens()
+        tier = self.compactor.tier_for_tokens(tokens)
+        view = self.view()
+        self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        if tier == CompactionTier.NONE:
+            record = CompactionRecord(
+                session_id=self.session_id,
+                tier=tier,
+                tokens_before=tokens,
+                tokens_after=tokens,
+                msgs_before=len(view),
+                msgs_after=len(view),
+                effective=False,
+                context_window=self.compactor.context_window,
+            )
+            return view, record
+        outcome = self.compactor.compact_detailed(view, tokens=tokens, emit=False)
+        return self._apply(outcome), outcome.record
+
+    def compact(self) -> CompactionRecord:
+        """Manual ``/compact``: a forced Full summary, Emergency if the summariser fails."""
+        outcome = self.compactor.compact_detailed(
+            self.view(), tier=CompactionTier.FULL, trigger="manual", emit=False
+        )
+        self._apply(outcome)
+        return outcome.record
+
+    async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
+        """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
+        tokens = self.tokens()
+        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
+            return self.prepare()
+        outcome = await self.compactor.acompact_detailed(self.view(), tokens=tokens, emit=False)
+        return self._apply(outcome), outcome.record
+
+    def _apply(self, outcome: CompactionOutcome) -> list[Message]:
+        record = outcome.record
+        index = self._view_index()
+        key = (record.tier, len(self.history))
+        if record.effective or key != self._last_noop:
+            self._emit(compaction_recorded(outcome, index, self.capture))
+            for payload in offload_events(record):
+                self._emit(payload)
+        else:
+            self.noops_suppressed += 1
+        if not record.effective:
+            self._last_noop = key
+            return outcome.view
+        self._last_noop = None
+        self.records.append(record)
+        body = outcome.view[1:] if self.system is not None else list(outcome.view)
+        sources = outcome.sources[1:] if self.system is not None else outcome.sources
+        self._prefix = body
+        self._prefix_index = [index[s] if s is not None else None for s in sources]
+        self._prefix_bytes = sum(message_bytes(m) for m in body)
+        self._upto = len(self.history)
+        self._new_bytes = 0
+        self._flush()
+        return outcome.view
+
+    # ------------------------------------------------------------ usage and lifecycle
+
+    def observe_usage(
+        self,
+        *,
+        input_tokens: int,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_creation_tokens: int = 0,
+        model: str = "",
+    ) -> None:
+        """Provider-reported usage of the last call: calibrates the estimator, emits an event."""
+        estimated = self._last_view_bytes // 4 + self.compactor.config.reserve_tokens
+        observe = getattr(self.compactor.estimator, "observe", None)
+        if callable(observe):
+            observe(estimated, input_tokens)
+        self._emit(
+            UsageReported(
+                estimated_input_tokens=estimated,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read_tokens,
+                cache_creation_tokens=cache_creation_tokens,
+                model=model,
+                turn=len(self.history),
+            )
+        )
+
+    def delete(self) -> None:
+        """Cascade GC: the offload folder, the record file, and a ``session_deleted`` event."""
+        offloader = self.compactor.offloader
+        store = self.compactor.record_store
+        try:
+            if offloader is not None:
+                offloader.delete_session()
+            delete = getattr(store, "delete", None)
+            if callable(delete):
+                delete(self.session_id)
+        except OSError as exc:
+            log.warning("session %s: cleanup incomplete: %s", self.session_id, exc)
+        self._emit(SessionDeleted(reason="deleted by the user"))
+        self._flush()
+
+    def close(self) -> None:
+        self._flush()
+
+    def _emit(self, payload: Any) -> None:
+        if self.event_sink is None:
+            return
+        try:
+            self.event_sink.emit(self._events.make(payload))
+        except Exception as exc:
+            self.sink_errors += 1
+            self.last_sink_error = f"{type(exc).__name__}: {exc}"
+            log.warning("session %s: event not recorded: %s", self.session_id, exc)
+
+    def _flush(self) -> None:
+        if self.event_sink is None:
+            return
+        try:
+            self.event_sink.flush()
+        except Exception as exc:
+            self.sink_errors += 1
+            self.last_sink_error = f"{type(exc).__name__}: {exc}"
+
+
+def replay_into(session: CompactionSession, msgs: Sequence[Message]) -> list[CompactionRecord]:
+    """Append ``msgs`` one by one, preparing before each assistant message (each model call)."""
+    out: list[CompactionRecord] = []
+    for m in msgs:
+        if m.role == "assistant":
+            _view, record = session.prepare()
+            if record.tier != CompactionTier.NONE:
+                out.append(record)
+        session.append(m)
+    return out
