@@ -305,6 +305,8 @@ class ProgressiveCompactor:
             return self._outcome(work, effective=False)
         if tier == CompactionTier.WARN:
             self._offload_range(work, split.head_start, split.tail_start)
+            if not work.offloaded and not work.repairs:
+                return self._outcome(work, effective=False)  # nothing left to offload
         else:
             cut = split.tail_start
             if tier == CompactionTier.SOFT:

@@ -98,12 +98,12 @@ class SDKChatModel:
         try:
             raw = self._create(client)(**kwargs)
         except Exception as exc:
-            raise self._error(describe_exception(exc, self._sdk, self.timeout_s)) from exc
+            raise self._failed(exc) from exc
         return self._completion(raw.http_response)
 
     async def acomplete(self, messages: list[Message]) -> ChatCompletion:
         """``complete`` without blocking the event loop; cancellable."""
-        if self._async is None and self._sync is not None:
+        if self._injected and self._async is None:
             # Only a sync client was injected: run it in a worker thread rather than build an
             # async client configured differently from the one the caller chose.
             return await asyncio.to_thread(self.complete, messages)
@@ -112,7 +112,7 @@ class SDKChatModel:
         try:
             raw = await self._create(client)(**kwargs)
         except Exception as exc:
-            raise self._error(describe_exception(exc, self._sdk, self.timeout_s)) from exc
+            raise self._failed(exc) from exc
         return self._completion(raw.http_response)
 
     # ------------------------------------------------------------ lifecycle
@@ -189,7 +189,7 @@ class SDKChatModel:
             try:
                 built = getattr(self._sdk, name)(**self._client_kwargs())
             except Exception as exc:
-                raise self._error(describe_exception(exc, self._sdk, self.timeout_s)) from exc
+                raise self._failed(exc) from exc
             self._owned.append(built)
             if asynchronous:
                 self._async = built
@@ -210,6 +210,10 @@ class SDKChatModel:
                 )
             )
         return completion
+
+    def _failed(self, exc: Exception) -> ChatModelError:
+        failure = describe_exception(exc, self._sdk, self.timeout_s, self.max_retries)
+        return self._error(failure)
 
     def _error(self, failure: Failure) -> ChatModelError:
         return chat_model_error(type(self).__name__, self.model, self.endpoint, failure)

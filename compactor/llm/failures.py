@@ -79,8 +79,20 @@ def decode_json_object(response: Any) -> dict[str, Any]:
     return body
 
 
-def describe_exception(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failure:
-    """Cause and advice for an exception raised by an SDK call."""
+def describe_exception(
+    exc: BaseException, sdk: ModuleType, timeout_s: float, retries: int = 0
+) -> Failure:
+    """Cause and advice for an exception raised by an SDK call (after ``retries`` retries)."""
+    failure = _describe(exc, sdk, timeout_s)
+    retryable = isinstance(exc, sdk.APIConnectionError) or (
+        isinstance(exc, sdk.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
+    )
+    if retries > 0 and retryable:
+        return Failure(f"{failure.cause} (on the last of {retries + 1} attempts)", failure.advice)
+    return failure
+
+
+def _describe(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failure:
     if isinstance(exc, sdk.APITimeoutError):
         return Failure(
             f"request timed out after {timeout_s:g}s",

@@ -1,0 +1,255 @@
+"""Reading transcript files: sniffing the head, streaming JSONL lines, loading JSON documents.
+
+Turns I/O and decoding failures into a ``TranscriptError`` (the whole file is unusable) or an
+``ImportIssue`` (one line or record is bad; the rest goes on), and offers the small field checks
+the format modules use to say exactly which field had which wrong value. It knows nothing about
+any particular format.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from analytics.errors import TranscriptError
+from analytics.importers.session import ImportIssue
+
+HEAD_BYTES = 64 * 1024
+"""How much of a file detection looks at."""
+
+IssueSink = Callable[[ImportIssue], None]
+
+
+class RecordError(Exception):
+    """One record (a line, a message, a run) cannot be imported; becomes an ``ImportIssue``."""
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """Reports issues for one file to a sink: ``report("why", line=7)``."""
+
+    path: Path
+    sink: IssueSink
+
+    def __call__(self, reason: str, line: int | None = None) -> None:
+        self.sink(ImportIssue(path=str(self.path), line=line, reason=reason))
+
+
+# ---------------------------------------------------------------- whole-file reads
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> str:
+    """The first ``size`` bytes as text; raises ``TranscriptError`` if empty, binary or unreadable."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(size)
+            at_end = not fh.read(1)
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    if not raw.strip():
+        reason = "the file is empty" if not raw else "the file holds only whitespace"
+        raise TranscriptError(str(path), f"{reason}; nothing to import")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise TranscriptError(
+            str(path), f"binary file (NUL byte at offset {nul}); not a text transcript, skipped"
+        )
+    try:
+        # final=False when the head is cut mid-file: a character split at the cut is not an error.
+        return codecs.getincrementaldecoder("utf-8")().decode(raw, final=at_end).lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(
+            str(path),
+            f"binary or non-UTF-8 file (invalid UTF-8 at byte {exc.start}); not a text "
+            "transcript, skipped",
+        ) from None
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the file's bytes, read in chunks (never the whole file at once)."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
+def load_json_document(path: Path) -> Any:
+    """Parse the whole file as one JSON document (once); clear errors for truncated or bad JSON."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(exc.doc.rstrip())
+        hint = "; the file ends mid-document (truncated?)" if truncated else ""
+        raise TranscriptError(
+            str(path), f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}",
+            line=exc.lineno,
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(
+            str(path), f"not UTF-8 text (invalid byte at offset {exc.start}); skipped"
+        ) from None
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def first_jsonl_object(path: Path, max_lines: int = 5) -> dict[str, Any] | None:
+    """The first JSON object written on one unindented line among the first non-blank lines.
+
+    ``None`` means the file is not JSON Lines (e.g. a pretty-printed document, whose nested
+    objects are indented or span lines).
+    """
+    seen = 0
+    try:
+        with path.open("rb") as fh:
+            for raw in fh:
+                if not raw.strip():
+                    continue
+                seen += 1
+                if raw.startswith(b"{"):
+                    try:
+                        value = json.loads(raw)
+                    except ValueError:
+                        value = None
+                    if isinstance(value, dict):
+                        return value
+                if seen >= max_lines:
+                    break
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    return None
+
+
+def iter_json_lines(path: Path, report: Reporter) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each valid JSON-object line; every bad line is reported."""
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                value = _decode_line(raw, lineno, report)
+                if value is not None:
+                    yield lineno, value
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def _decode_line(raw: bytes, lineno: int, report: Reporter) -> dict[str, Any] | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        report(f"not UTF-8 text (invalid byte at column {exc.start + 1}); line skipped", lineno)
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip())
+        hint = " (the line is cut short: truncated?)" if truncated else ""
+        report(f"invalid JSON: {exc.msg} at column {exc.colno}{hint}; line skipped", lineno)
+        return None
+    if not isinstance(value, dict):
+        report(f"expected a JSON object, got {describe(value)}; line skipped", lineno)
+        return None
+    return value
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def describe(value: object) -> str:
+    """A short description of a JSON value for error messages: kind and a clipped repr."""
+    if value is None:
+        return "null"
+    kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    kind = kinds.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+    if isinstance(value, dict | list):
+        return kind
+    text = repr(value)
+    return f"{kind} {text[:57] + '...' if len(text) > 60 else text}"
+
+
+def as_dict(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RecordError(f"{where}: expected an object, got {describe(value)}")
+    return value
+
+
+def as_list(value: object, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RecordError(f"{where}: expected a list, got {describe(value)}")
+    return value
+
+
+def opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise RecordError(f"{where}.{key}: expected a string, got {describe(value)}")
+
+
+def req_str(obj: Mapping[str, Any], key: str, where: str) -> str:
+    value = opt_str(obj, key, where)
+    if value is None:
+        raise RecordError(f"{where}.{key}: missing (expected a string)")
+    return value
+
+
+def opt_int(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise RecordError(f"{where}.{key}: expected a non-negative integer, got {describe(value)}")
+
+
+def opt_bool(obj: Mapping[str, Any], key: str, where: str) -> bool | None:
+    value = obj.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise RecordError(f"{where}.{key}: expected true or false, got {describe(value)}")
+
+
+def first_error(exc: ValidationError) -> str:
+    """The first validation error as ``field.path: message``."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "value"
+    return f"{loc}: {err['msg']}"
+
+
+def file_stem(path: Path) -> str:
+    """The file name without its transcript suffix (``x.traj.json`` → ``x``)."""
+    name = path.name
+    for suffix in (".traj.json", ".jsonl", ".json", ".traj", ".md"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file being imported: its path, where its issues go, and its content hash."""
+
+    path: Path
+    report: Reporter
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path, report: Reporter) -> SourceFile:
+        return cls(path=path, report=report, sha256=file_sha256(path))
+
+    @property
+    def key(self) -> str:
+        """A session-id base unique per file content: ``<stem>-<first 8 hex of sha256>``."""
+        return f"{file_stem(self.path)}-{self.sha256[:8]}"
