@@ -14,7 +14,7 @@ class AnalyticsError(Exception):
 
 
 class TranscriptError(AnalyticsError):
-    """A transcript file could not be imported; ``path``, ``line`` and ``reason`` say where and why."""
+    """A transcript file could not be imported; ``path``, ``line`` and ``reason`` say why."""
 
     def __init__(self, path: str, reason: str, line: int | None = None) -> None:
         self.path = path

@@ -273,10 +273,20 @@ def message_appended(index: int, msg: Message, capture: Capture) -> MessageAppen
     )
 
 
+def redact_error(error: str) -> str:
+    """An error without quoted content: each part keeps what failed and the cause's type only."""
+    parts = []
+    for part in error.split("; "):
+        part = part.split(" (got ", 1)[0]
+        parts.append(":".join(part.split(":")[:2]).strip())
+    return "; ".join(parts)
+
+
 def redact_record(record: CompactionRecord) -> CompactionRecord:
     """The record without summary or anchor text (for ``capture="metadata"``)."""
     anchors = [a.model_copy(update={"content": "[redacted]"}) for a in record.anchors]
-    return record.model_copy(update={"summary_text": "", "anchors": anchors})
+    error = redact_error(record.error)
+    return record.model_copy(update={"summary_text": "", "anchors": anchors, "error": error})
 
 
 def compaction_recorded(

@@ -96,23 +96,29 @@ def repair_with_report(msgs: Sequence[Message]) -> Repair:
             continue
         out.messages.append(m)
         out.sources.append(i)
-        for tc, slot in zip(m.tool_calls, assigned.get(i, []), strict=False):
+        slots = assigned.get(i, [])
+        found = sorted(s for s in slots if s is not None)  # keep the results' own order
+        for k, pos in enumerate(found):
+            if pos != i + 1 + k:
+                out.notes.append(
+                    f"tool result {msgs[pos].tool_call_id!r} moved from {pos} "
+                    f"next to its call at {i}"
+                )
+            out.messages.append(msgs[pos])
+            out.sources.append(pos)
+        for tc, slot in zip(m.tool_calls, slots, strict=False):
             if slot is None:
                 out.notes.append(f"tool call {tc.id!r} at {i} had no result; placeholder inserted")
-                missing = Message(
-                    role="tool",
-                    content=MISSING_RESULT,
-                    tool_call_id=tc.id,
-                    is_error=True,
-                    name=tc.name,
+                out.messages.append(
+                    Message(
+                        role="tool",
+                        content=MISSING_RESULT,
+                        tool_call_id=tc.id,
+                        is_error=True,
+                        name=tc.name,
+                    )
                 )
-                out.messages.append(missing)
                 out.sources.append(None)
-            else:
-                if slot != out.sources[-1] + 1 if out.sources[-1] is not None else True:
-                    out.notes.append(f"tool result {tc.id!r} moved from {slot} next to its call")
-                out.messages.append(msgs[slot])
-                out.sources.append(slot)
     return out
 
 

@@ -13,7 +13,7 @@ from compactor.records import CompactionRecord, CompactionTier
 
 def format_tokens(n: int) -> str:
     """``45.2K``, ``1.2M``; plain below 1000."""
-    if n >= 1_000_000:
+    if n >= 999_950:  # what would round to 1000.0K is shown as 1.0M
         return f"{n / 1_000_000:.1f}M"
     if n >= 1000:
         return f"{n / 1000:.1f}K"

@@ -333,7 +333,9 @@ class ProgressiveCompactor:
                 positions.append(src)
         if not transcript:
             return False
+        started = time.perf_counter_ns()
         response = yield _Request(transcript, previous)
+        latency_ms = (time.perf_counter_ns() - started) / 1e6
         label = f"LLM summary failed in Tier{work.tier.label}"
         if isinstance(response, BaseException):
             cause = str(response) or type(response).__name__
@@ -361,7 +363,7 @@ class ProgressiveCompactor:
             summary=summary,
             n_summarized=len(transcript),
             preserved=len(view) - start - 1,
-            stats=self._stats(response),
+            stats=self._stats(response, latency_ms),
         )
         self._last = PreviousCompaction(anchors=merged, summary=summary)
         return True
@@ -386,13 +388,13 @@ class ProgressiveCompactor:
             anchors, summary, task=task, task_max_bytes=cap, references=refs, active_tasks=active
         )
 
-    def _stats(self, result: SummaryResult) -> SummarizerStats:
+    def _stats(self, result: SummaryResult, latency_ms: float) -> SummarizerStats:
         usage = result.usage
         return SummarizerStats(
             model=result.model,
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,
-            latency_ms=(time.perf_counter_ns()) / 1e6,
+            latency_ms=latency_ms,
         )
 
     def _extract_memory(self, msgs: list[Message]) -> None:

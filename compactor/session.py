@@ -28,7 +28,7 @@ from compactor.events import (
 from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
 from compactor.progressive import ProgressiveCompactor
-from compactor.records import CompactionRecord, CompactionTier
+from compactor.records import CompactionRecord, CompactionTier, compression_ratio
 from compactor.sinks import EventSink
 from compactor.tokens import message_bytes
 
@@ -141,6 +141,7 @@ class CompactionSession:
                 msgs_before=len(view),
                 msgs_after=len(view),
                 effective=False,
+                compression_ratio=compression_ratio(tokens, tokens),
                 context_window=self.compactor.context_window,
             )
             return view, record

@@ -32,7 +32,9 @@ def estimate_tokens(msgs: Iterable[Message]) -> int:
 
 def estimate_tool_schema_tokens(tools: Sequence[dict[str, Any]]) -> int:
     """Tokens the tool schemas sent with each request take: their compact JSON bytes // 4."""
-    return len(json.dumps(list(tools), separators=(",", ":")).encode("utf-8")) // 4
+    return (
+        len(json.dumps(list(tools), separators=(",", ":"), ensure_ascii=False).encode("utf-8")) // 4
+    )
 
 
 @runtime_checkable

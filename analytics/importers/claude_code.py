@@ -1,20 +1,23 @@
 """Claude Code session JSONL → the main chain and each sub-agent (side) chain as sessions.
 
 Lines are read one at a time and converted at once, so a bad line is reported with its number
-and skipped while every other line still comes through. ``parentUuid`` links lines into trees;
-where a tree branches (an edited or retried turn) the branch holding the newest line is the
-conversation, and lines on abandoned branches are counted, not imported. A line whose
-``isSidechain`` differs from its parent's starts a new chain. All main-chain (``isSidechain``
-false) trees form one session; each side-chain tree (a Task sub-agent) is a separate child session
-with ``parent_session_id`` set. Assistant lines sharing ``message.id`` are one API response and
-become one assistant ``Message`` (text blocks joined, ``tool_use`` blocks as tool calls, thinking
-dropped); ``tool_result`` blocks become tool-result messages with ``is_error`` kept. The usage
-of each response (its last line's) is attached to that assistant message: prompt size =
+and skipped while every other line still comes through; the chains are only known at the end of
+the file, so the converted lines (not the raw JSON) are held until then. ``parentUuid`` links
+lines into trees; where a tree branches (an edited or retried turn) the branch holding the
+newest line is the conversation, and lines on abandoned branches are counted, not imported.
+Parallel tool calls are not branches: CLI 2.x links each parallel result to the line holding its
+call, and such lines are kept (see ``claude_code_chains``). A line whose ``isSidechain`` differs
+from its parent's starts a new chain. All main-chain (``isSidechain`` false) trees form one
+session; each side-chain tree (a Task sub-agent) is a separate child session with
+``parent_session_id`` set. Assistant lines sharing ``message.id`` are one API response and
+become one assistant ``Message`` (text blocks joined, ``tool_use`` blocks as tool calls,
+thinking dropped); ``tool_result`` blocks become tool-result messages with ``is_error`` kept.
+The final usage of each response is attached to its assistant message: prompt size =
 ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
 
 Metadata keys: ``source_sha256``; ``source_lines`` (the user and assistant JSONL lines in the
 session: what SOURCES.md counts as messages); ``off_branch_lines``; ``summaries`` (titles from
-``summary`` lines, main session); ``cwd``, ``version``, ``git_branch``; for side chains
+``summary`` lines, main session only); ``cwd``, ``version``, ``git_branch``; for side chains
 ``sidechain`` (true), ``parent_tool_call_id`` and ``subagent_type`` when the Task call that
 started it is found in the main chain.
 """
@@ -28,9 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from compactor import Message, ToolCall
-
-from analytics.importers.claude_code_chains import Line, build_chains
+from analytics.importers.claude_code_chains import Chain, Line, build_chains
 from analytics.importers.reading import (
     RecordError,
     Reporter,
@@ -44,6 +45,7 @@ from analytics.importers.reading import (
     req_str,
 )
 from analytics.importers.session import ImportedSession, TurnUsage
+from compactor import Message, ToolCall
 
 _TASK_TOOLS = ("Task", "Agent")
 
@@ -74,29 +76,42 @@ def iter_claude_code_sessions(
     yield from _sessions(src, lines, summaries)
 
 
-def _sessions(src: SourceFile, lines: list[Line], summaries: list[str]) -> Iterator[ImportedSession]:
+def _sessions(
+    src: SourceFile, lines: list[Line], summaries: list[str]
+) -> Iterator[ImportedSession]:
     forest = build_chains(lines)
-    chains = forest.chains
     if forest.unreachable:
-        src.report(f"{forest.unreachable} lines unreachable from any root (parentUuid cycle); skipped")
+        src.report(
+            f"{forest.unreachable} lines unreachable from any root (parentUuid cycle); skipped"
+        )
     if forest.duplicates:
         src.report(f"{forest.duplicates} lines repeat an earlier line's uuid; the first kept")
-    main_lines = [ln for chain in chains if not chain[0].sidechain for ln in chain]
+    main = [chain for chain in forest.chains if not chain.lines[0].sidechain]
     main_id = next((ln.session_id for ln in lines if ln.session_id), None) or src.key
     task_calls: dict[str, tuple[str, str | None]] = {}
-    if main_lines:
-        main_extra: dict[str, Any] = {"summaries": summaries, "off_branch_lines": forest.off_branch}
-        main = _session(src, main_id, main_lines, None, main_extra)
-        task_calls = _task_prompts(main.messages)
-        yield main
-    for chain in chains:
-        if not chain[0].sidechain:
-            continue
-        extra: dict[str, Any] = {"sidechain": True}
-        link = task_calls.get(_first_user_text(chain))
-        if link is not None:
-            extra["parent_tool_call_id"], extra["subagent_type"] = link
-        yield _session(src, f"{main_id}:sidechain:{chain[0].uuid}", chain, main_id, extra)
+    if main:
+        main_extra: dict[str, Any] = {
+            "summaries": summaries,
+            "off_branch_lines": sum(chain.off_branch for chain in main),
+        }
+        main_lines = [ln for chain in main for ln in chain.lines]
+        session = _session(src, main_id, main_lines, None, main_extra)
+        task_calls = _task_prompts(session.messages)
+        yield session
+    for chain in forest.chains:
+        if chain.lines[0].sidechain:
+            yield _side_session(src, main_id, chain, task_calls)
+
+
+def _side_session(
+    src: SourceFile, main_id: str, chain: Chain, task_calls: dict[str, tuple[str, str | None]]
+) -> ImportedSession:
+    extra: dict[str, Any] = {"sidechain": True, "off_branch_lines": chain.off_branch}
+    link = task_calls.get(_first_user_text(chain.lines))
+    if link is not None:
+        extra["parent_tool_call_id"], extra["subagent_type"] = link
+    session_id = f"{main_id}:sidechain:{chain.lines[0].uuid}"
+    return _session(src, session_id, chain.lines, main_id, extra)
 
 
 @dataclass
@@ -116,7 +131,9 @@ class _Response:
             self.usage = line.usage
 
     def message(self) -> Message:
-        return Message(role="assistant", content="\n".join(self.texts), tool_calls=tuple(self.calls))
+        return Message(
+            role="assistant", content="\n".join(self.texts), tool_calls=tuple(self.calls)
+        )
 
 
 def _session(
@@ -253,8 +270,11 @@ def _fill_assistant(line: Line, message: dict[str, Any]) -> None:
         elif kind == "tool_use":
             arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
             line.calls.append(
-                ToolCall(id=req_str(block, "id", where), name=req_str(block, "name", where),
-                         arguments=arguments)
+                ToolCall(
+                    id=req_str(block, "id", where),
+                    name=req_str(block, "name", where),
+                    arguments=arguments,
+                )
             )
     usage = message.get("usage")
     if usage is not None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from compactor import Message, ToolCall
-
 from analytics.importers.session import TurnUsage
+from compactor import Message, ToolCall
 
 
 @dataclass
@@ -39,12 +38,23 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Chain:
+    """One conversation chain in file order, from a tree of ``tree_size`` lines."""
+
+    lines: list[Line]
+    tree_size: int
+
+    @property
+    def off_branch(self) -> int:
+        """Lines of the tree on abandoned branches (edited or retried turns)."""
+        return self.tree_size - len(self.lines)
+
+
+@dataclass(frozen=True)
 class Forest:
     """The chains in root (file) order, and counts of the lines that are in none of them."""
 
-    chains: list[list[Line]]
-    off_branch: int
-    """Lines on abandoned branches (edited or retried turns)."""
+    chains: list[Chain]
     unreachable: int
     """Lines no root leads to (a ``parentUuid`` cycle)."""
     duplicates: int
@@ -68,33 +78,48 @@ def build_chains(lines: list[Line]) -> Forest:
             roots.append(line)
         else:
             children[parent.uuid].append(line)
-    chains: list[list[Line]] = []
-    off_branch = 0
-    reached = 0
-    for root in sorted(roots, key=lambda ln: ln.lineno):
-        chain, size = _live_branch(root, children)
-        chains.append(chain)
-        off_branch += size - len(chain)
-        reached += size
-    return Forest(chains, off_branch, len(by_uuid) - reached, len(lines) - len(by_uuid))
+    chains = [_live_branch(root, children) for root in sorted(roots, key=lambda ln: ln.lineno)]
+    reached = sum(chain.tree_size for chain in chains)
+    return Forest(chains, len(by_uuid) - reached, len(lines) - len(by_uuid))
 
 
-def _live_branch(root: Line, children: dict[str, list[Line]]) -> tuple[list[Line], int]:
-    """The path from ``root`` to the newest line of its tree, and the tree's size."""
+def _live_branch(root: Line, children: dict[str, list[Line]]) -> Chain:
+    """The live chain of ``root``'s tree, in file order.
+
+    The spine is the path from the root to the newest line. Lines hanging off the spine that
+    belong to it are added back: another line of a response on the spine, or the result of a
+    tool call on it (CLI 2.x links each parallel tool result to the line holding its call, so
+    parallel calls look like branches but are not).
+    """
     parent_of: dict[str, Line] = {}
-    newest = root
-    stack = [root]
-    size = 0
-    while stack:
-        node = stack.pop()
-        size += 1
-        if node.lineno > newest.lineno:
-            newest = node
+    tree = [root]
+    for node in tree:  # breadth-first; the list grows while we walk it
         for child in children.get(node.uuid, ()):
             parent_of[child.uuid] = node
-            stack.append(child)
-    path = [newest]
-    while path[-1] is not root:
-        path.append(parent_of[path[-1].uuid])
-    path.reverse()
-    return path, size
+            tree.append(child)
+    newest = max(tree, key=lambda ln: ln.lineno)
+    live = {newest.uuid}
+    node = newest
+    while node is not root:
+        node = parent_of[node.uuid]
+        live.add(node.uuid)
+    call_ids = {call.id for node in tree if node.uuid in live for call in node.calls}
+    responses = {node.response_id for node in tree if node.uuid in live and node.response_id}
+    chain: list[Line] = []
+    for node in sorted(tree, key=lambda ln: ln.lineno):  # parents come before their children
+        parent = parent_of.get(node.uuid)
+        if node.uuid not in live and parent is not None and parent.uuid in live:
+            if not _belongs(node, call_ids, responses):
+                continue
+            live.add(node.uuid)
+            call_ids.update(call.id for call in node.calls)
+        if node.uuid in live:
+            chain.append(node)
+    return Chain(chain, len(tree))
+
+
+def _belongs(node: Line, call_ids: set[str], responses: set[str]) -> bool:
+    if node.response_id is not None:
+        return node.response_id in responses
+    results = [m.tool_call_id for m in node.user_messages if m.tool_call_id is not None]
+    return bool(results) and len(results) == len(node.user_messages) and set(results) <= call_ids

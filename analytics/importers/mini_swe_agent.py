@@ -14,10 +14,9 @@ Metadata keys: ``source_sha256``; ``instance_id``; ``exit`` (if present); ``mini
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from compactor import Message
 
 from analytics.errors import TranscriptError
 from analytics.importers.openai_chat import openai_message
@@ -32,6 +31,7 @@ from analytics.importers.reading import (
     opt_str,
 )
 from analytics.importers.session import ImportedSession, TurnUsage
+from compactor import Message
 
 _KEEP = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -75,6 +75,7 @@ def iter_mini_swe_agent_sessions(
         usage=usage,
         agent="mini-swe-agent",
         model=_model(doc),
+        started_at=_started(raws),
         metadata={**metadata, **_info(doc)},
     )
 
@@ -112,6 +113,16 @@ def _exit(obj: dict[str, Any]) -> dict[str, Any]:
         "exit_status": extra.get("exit_status"),
         "submission": extra.get("submission"),
     }
+
+
+def _started(raws: list[Any]) -> datetime | None:
+    """The first message timestamp (``extra.timestamp``, unix seconds), if any."""
+    for raw in raws:
+        extra = raw.get("extra") if isinstance(raw, dict) else None
+        stamp = extra.get("timestamp") if isinstance(extra, dict) else None
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+            return datetime.fromtimestamp(stamp, UTC)
+    return None
 
 
 def _instance(doc: dict[str, Any]) -> str | None:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from compactor import Message, from_openai
 from pydantic import ValidationError
 
 from analytics.errors import TranscriptError
@@ -29,23 +28,26 @@ from analytics.importers.reading import (
     as_list,
     describe,
     first_error,
-    first_jsonl_object,
+    first_jsonl_objects,
     iter_json_lines,
     load_json_document,
     opt_str,
 )
 from analytics.importers.session import ImportedSession
+from compactor import Message, from_openai
 
 _ROLES = ("system", "user", "assistant", "tool", "function")
 _RUN_FIELDS = ("task_id", "trial", "reward")
 
 
 def openai_message(raw: object, where: str) -> Message:
-    """One OpenAI chat message dict as a ``Message``; ``RecordError`` saying which field is wrong."""
+    """One OpenAI chat message dict as a ``Message``; ``RecordError`` names the wrong field."""
     obj = as_dict(raw, where)
     role = obj.get("role")
     if role not in _ROLES:
-        raise RecordError(f"{where}.role: expected one of {', '.join(_ROLES)}, got {describe(role)}")
+        raise RecordError(
+            f"{where}.role: expected one of {', '.join(_ROLES)}, got {describe(role)}"
+        )
     content = obj.get("content")
     if content is not None and not isinstance(content, str | list):
         raise RecordError(
@@ -69,7 +71,7 @@ def iter_openai_sessions(
 ) -> Iterator[ImportedSession]:
     """Sessions of one OpenAI-format file; ``document`` if the caller already parsed it."""
     src = SourceFile.of(path, report)
-    if document is None and first_jsonl_object(path) is not None:
+    if document is None and first_jsonl_objects(path):
         yield from _jsonl_sessions(src)
         return
     doc = load_json_document(path) if document is None else document

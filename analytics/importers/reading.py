@@ -46,7 +46,7 @@ class Reporter:
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
-    """The first ``size`` bytes as text; raises ``TranscriptError`` if empty, binary or unreadable."""
+    """The first ``size`` bytes as text; ``TranscriptError`` if empty, binary or unreadable."""
     try:
         with path.open("rb") as fh:
             raw = fh.read(size)
@@ -93,7 +93,8 @@ def load_json_document(path: Path) -> Any:
         truncated = exc.pos >= len(exc.doc.rstrip())
         hint = "; the file ends mid-document (truncated?)" if truncated else ""
         raise TranscriptError(
-            str(path), f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}",
+            str(path),
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}",
             line=exc.lineno,
         ) from None
     except UnicodeDecodeError as exc:
@@ -104,12 +105,13 @@ def load_json_document(path: Path) -> Any:
         raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
 
 
-def first_jsonl_object(path: Path, max_lines: int = 5) -> dict[str, Any] | None:
-    """The first JSON object written on one unindented line among the first non-blank lines.
+def first_jsonl_objects(path: Path, max_lines: int = 5) -> list[dict[str, Any]]:
+    """The JSON objects written on one unindented line each, among the first non-blank lines.
 
-    ``None`` means the file is not JSON Lines (e.g. a pretty-printed document, whose nested
+    Empty means the file is not JSON Lines (e.g. a pretty-printed document, whose nested
     objects are indented or span lines).
     """
+    found: list[dict[str, Any]] = []
     seen = 0
     try:
         with path.open("rb") as fh:
@@ -123,12 +125,12 @@ def first_jsonl_object(path: Path, max_lines: int = 5) -> dict[str, Any] | None:
                     except ValueError:
                         value = None
                     if isinstance(value, dict):
-                        return value
+                        found.append(value)
                 if seen >= max_lines:
                     break
     except OSError as exc:
         raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
-    return None
+    return found
 
 
 def iter_json_lines(path: Path, report: Reporter) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -172,7 +174,9 @@ def describe(value: object) -> str:
     if value is None:
         return "null"
     kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    kind = kinds.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+    kind = kinds.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
     if isinstance(value, dict | list):
         return kind
     text = repr(value)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from compactor import Message
 from pydantic import BaseModel, ConfigDict, Field
+
+from compactor import Message
 
 TranscriptFormat = Literal[
     "openai", "claude-code", "swe-agent", "mini-swe-agent", "aider", "harness9-records"

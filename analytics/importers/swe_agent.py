@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from compactor import Message
-
 from analytics.errors import TranscriptError
 from analytics.importers.openai_chat import openai_message
 from analytics.importers.reading import (
@@ -34,6 +32,7 @@ from analytics.importers.reading import (
     load_json_document,
 )
 from analytics.importers.session import ImportedSession
+from compactor import Message
 
 
 def iter_swe_agent_sessions(
@@ -82,7 +81,9 @@ def _history_message(raw: object, where: str) -> tuple[Message, bool]:
         if not ids or not isinstance(ids[0], str):
             raise RecordError(f"{where}.tool_call_ids: expected a list of call ids, got {ids!r}")
         obj = {**obj, "tool_call_id": ids[0]}
-    keep = {k: obj[k] for k in ("role", "content", "tool_calls", "tool_call_id", "name") if k in obj}
+    keep = {
+        k: obj[k] for k in ("role", "content", "tool_calls", "tool_call_id", "name") if k in obj
+    }
     return openai_message(keep, where), is_demo
 
 

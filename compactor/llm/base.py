@@ -121,10 +121,11 @@ class SDKChatModel:
     def endpoint(self) -> str:
         """The URL requests go to (the SDK's default when no base_url was given)."""
         client = self._sync if self._sync is not None else self._async
-        if client is None:
+        resolved = getattr(client, "base_url", None)
+        if resolved is None:
             base = self.base_url or f"<{self.sdk_module} SDK default base_url>"
         else:
-            base = str(client.base_url)
+            base = str(resolved)
         return f"{base.rstrip('/')}{self.endpoint_path}"
 
     def close(self) -> None:

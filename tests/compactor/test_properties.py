@@ -148,6 +148,7 @@ result_contents = st.one_of(
     st.just(""),
     sentences,
     huge_texts(),
+    huge_texts(),
     st.lists(sentences, min_size=2, max_size=30).map("\n".join),
 )
 
@@ -159,6 +160,19 @@ class Case:
     msgs: list[Message]
     config: CompactorConfig
     window: int
+
+    def __repr__(self) -> str:
+        """The shape, not the text: failures stay readable (contents can be 30 KB)."""
+        lines = [f"Case(window={self.window}, tokens={estimate_tokens(self.msgs)},"]
+        lines.append(f"  config={self.config!r},")
+        for i, m in enumerate(self.msgs):
+            calls = [tc.id for tc in m.tool_calls]
+            extra = f" calls={calls}" if calls else ""
+            extra += f" result_of={m.tool_call_id!r}" if m.tool_call_id is not None else ""
+            extra += " is_error" if m.is_error else ""
+            size = len(m.content.encode("utf-8"))
+            lines.append(f"  [{i}] {m.role} {size}B {m.content[:40]!r}{extra}")
+        return "\n".join([*lines, ")"])
 
 
 @st.composite
@@ -201,7 +215,7 @@ def conversations(draw: st.DrawFn) -> list[Message]:
         Message(role="system", content=draw(system_prompts())),
         Message(role="user", content=draw(tasks())),
     ]
-    for _ in range(draw(st.integers(min_value=0, max_value=18))):
+    for _ in range(draw(st.integers(min_value=0, max_value=24))):
         kind = draw(st.sampled_from(["user", "assistant", "tools", "tools", "tools"]))
         if kind == "user":
             msgs.append(Message(role="user", content=draw(sentences)))
@@ -215,10 +229,10 @@ def conversations(draw: st.DrawFn) -> list[Message]:
 @st.composite
 def configs(draw: st.DrawFn) -> CompactorConfig:
     """Strictly increasing thresholds; targets and task cap chosen so the task always fits."""
-    warn = draw(st.floats(min_value=0.3, max_value=0.8))
-    soft = warn + draw(st.floats(min_value=0.01, max_value=0.06))
-    full = soft + draw(st.floats(min_value=0.01, max_value=0.06))
-    emergency = min(1.0, full + draw(st.floats(min_value=0.01, max_value=0.06)))
+    warn = draw(st.floats(min_value=0.3, max_value=0.7))
+    soft = warn + draw(st.floats(min_value=0.01, max_value=0.1))
+    full = soft + draw(st.floats(min_value=0.01, max_value=0.1))
+    emergency = min(1.0, full + draw(st.floats(min_value=0.01, max_value=0.1)))
     emergency_target = emergency * draw(st.floats(min_value=0.6, max_value=0.95))
     return CompactorConfig(
         warn=warn,
@@ -236,10 +250,20 @@ def configs(draw: st.DrawFn) -> CompactorConfig:
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
+    """A conversation, a config, and a window that puts it in a random band (often a tier's)."""
     msgs = draw(conversations())
-    ratio = draw(st.floats(min_value=0.2, max_value=1.6))
+    config = draw(configs())
+    bands = [
+        (0.2, 1.6),
+        (config.warn, config.soft),
+        (config.soft, config.full),
+        (config.full, config.emergency),
+        (config.emergency, 1.3),
+    ]
+    low, high = draw(st.sampled_from(bands))
+    ratio = draw(st.floats(min_value=low, max_value=high))
     window = max(MIN_WINDOW, int(estimate_tokens(msgs) / ratio))
-    return Case(msgs=msgs, config=draw(configs()), window=window)
+    return Case(msgs=msgs, config=config, window=window)
 
 
 # ---------------------------------------------------------------- running the compactor

@@ -1,0 +1,145 @@
+"""Transcript format detection from content (the first bytes and lines), not the file name.
+
+Order: refuse empty and binary files; a file whose first lines include unindented JSON objects
+is JSON Lines (or a one-line document) and is classified by those objects' keys; a
+pretty-printed JSON document is classified by the keys visible in its first 64 KiB, or, failing
+that, by parsing it (the parsed document is handed on so it is never parsed twice); markdown
+with aider chat headers is aider. Anything else is an ``UnknownFormatError`` saying what was seen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analytics.errors import UnknownFormatError
+from analytics.importers.harness9_records import looks_like_record
+from analytics.importers.reading import first_jsonl_objects, load_json_document, read_head
+from analytics.importers.session import FORMATS, TranscriptFormat
+
+_MINI = re.compile(r'"trajectory_format"\s*:\s*"mini-swe-agent|"mini_version"\s*:')
+_TAU = re.compile(r'^\[\s*\{[\s\S]*?"traj"\s*:\s*\[')
+_SWE = re.compile(r'^\{\s*"(?:environment|trajectory|history)"\s*:')
+_OPENAI_OBJECT = re.compile(r'^\{\s*"messages"\s*:\s*\[')
+_OPENAI_LIST = re.compile(r'^\[\s*\{\s*"role"\s*:')
+_AIDER_HEADER = re.compile(r"(?m)^# aider chat started at ")
+_AIDER_USER = re.compile(r"(?m)^#### \S")
+_CLAUDE_KEYS = ("parentUuid", "leafUuid", "sessionId")
+_CLAUDE_TYPES = ("file-history-snapshot", "queue-operation", "summary")
+_HINT = f"pass the format explicitly (one of: {', '.join(FORMATS)})"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A detected format, and the parsed JSON document when detection had to parse it."""
+
+    format: TranscriptFormat
+    document: Any = None
+
+
+def detect_format(path: str | os.PathLike[str]) -> TranscriptFormat:
+    """The transcript format of the file, judged from its content.
+
+    Raises ``TranscriptError`` for an empty, binary or unreadable file and
+    ``UnknownFormatError`` when the content matches no known format.
+    """
+    return detect(Path(path)).format
+
+
+def detect(path: Path) -> Detection:
+    head = read_head(path)
+    text = head.lstrip()
+    if text[:1] in ("{", "["):
+        return _detect_json(path, text)
+    if _AIDER_HEADER.search(head):
+        return Detection("aider")
+    if path.suffix == ".md" and _AIDER_USER.search(head):
+        return Detection("aider")
+    first = text.splitlines()[0][:60] if text else ""
+    raise UnknownFormatError(
+        str(path), f"text that is neither JSON nor aider chat markdown (starts {first!r}); {_HINT}"
+    )
+
+
+def _detect_json(path: Path, text: str) -> Detection:
+    records = first_jsonl_objects(path)
+    if records:
+        fmt = next((f for f in map(classify_object, records) if f is not None), None)
+        if fmt is None:
+            keys = ", ".join(sorted(records[0])[:8])
+            raise UnknownFormatError(
+                str(path), f"JSON objects with keys {keys} match no transcript format; {_HINT}"
+            )
+        return Detection(fmt)
+    sniffed = _sniff_document(text)
+    if sniffed is not None:
+        return Detection(sniffed)
+    doc = load_json_document(path)
+    fmt = classify_document(doc)
+    if fmt is None:
+        raise UnknownFormatError(str(path), f"{_shape(doc)} matches no transcript format; {_HINT}")
+    return Detection(fmt, doc)
+
+
+def _sniff_document(text: str) -> TranscriptFormat | None:
+    if _MINI.search(text):
+        return "mini-swe-agent"
+    if _SWE.search(text):
+        return "swe-agent"
+    if _OPENAI_OBJECT.search(text) or _OPENAI_LIST.search(text) or _TAU.search(text):
+        return "openai"
+    return None
+
+
+def classify_object(obj: dict[str, Any]) -> TranscriptFormat | None:
+    """The format a JSON object (a JSONL line or a whole document) belongs to, if any."""
+    kind = obj.get("type")
+    if isinstance(kind, str) and (kind in _CLAUDE_TYPES or any(k in obj for k in _CLAUDE_KEYS)):
+        return "claude-code"
+    if looks_like_record(obj):
+        return "harness9-records"
+    fmt = obj.get("trajectory_format")
+    info = obj.get("info")
+    if (isinstance(fmt, str) and fmt.startswith("mini-swe-agent")) or (
+        isinstance(info, dict) and "mini_version" in info and "messages" in obj
+    ):
+        return "mini-swe-agent"
+    if isinstance(obj.get("history"), list):
+        return "swe-agent"
+    if isinstance(obj.get("role"), str) or any(
+        isinstance(obj.get(key), list) for key in ("messages", "traj")
+    ):
+        return "openai"
+    return None
+
+
+def classify_document(doc: object) -> TranscriptFormat | None:
+    """The format of a parsed JSON document, if any."""
+    if isinstance(doc, dict):
+        return classify_object(doc)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        first = doc[0]
+        if isinstance(first.get("role"), str) or any(
+            isinstance(first.get(key), list) for key in ("traj", "messages")
+        ):
+            return "openai"
+    return None
+
+
+def _shape(doc: object) -> str:
+    if isinstance(doc, dict):
+        return f"a JSON object with keys {', '.join(sorted(doc)[:8])}"
+    if isinstance(doc, list):
+        if not doc:
+            return "an empty JSON list"
+        first = doc[0]
+        inner = (
+            f"objects with keys {', '.join(sorted(first)[:8])}"
+            if isinstance(first, dict)
+            else (type(first).__name__)
+        )
+        return f"a JSON list of {inner}"
+    return f"a JSON {type(doc).__name__}"
