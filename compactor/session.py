@@ -25,6 +25,7 @@ from compactor.events import (
     offload_events,
     sha256_of,
 )
+from compactor.fallback import repair_orphaned_tool_pairs
 from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
 from compactor.progressive import ProgressiveCompactor
@@ -75,6 +76,8 @@ class CompactionSession:
         self._new_bytes = 0
         self._last_noop: tuple[CompactionTier, int] | None = None
         self._last_view_bytes = 0
+        self._open_calls: set[str] = set()
+        self._needs_repair = False
         self._emit(
             SessionStarted(
                 context_window=compactor.context_window,
@@ -99,7 +102,21 @@ class CompactionSession:
         index = len(self.history)
         self.history.append(msg)
         self._new_bytes += message_bytes(msg)
+        self._track_pairs(msg)
         self._emit(message_appended(index, msg, self.capture))
+
+    def _track_pairs(self, msg: Message) -> None:
+        """O(1) bookkeeping of open tool calls, so that only a broken view pays for repair."""
+        if msg.is_tool_result:
+            if msg.tool_call_id in self._open_calls:
+                self._open_calls.discard(msg.tool_call_id or "")
+            else:
+                self._needs_repair = True  # a result without its call
+            return
+        if self._open_calls:
+            self._needs_repair = True  # a call was left without its result
+            self._open_calls.clear()
+        self._open_calls.update(tc.id for tc in msg.tool_calls)
 
     def extend(self, msgs: Iterable[Message]) -> None:
         for m in msgs:
@@ -132,6 +149,8 @@ class CompactionSession:
         tier = self.compactor.tier_for_tokens(tokens)
         view = self.view()
         self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        if tier == CompactionTier.NONE and (self._needs_repair or self._open_calls):
+            view = repair_orphaned_tool_pairs(view)  # never send a broken exchange
         if tier == CompactionTier.NONE:
             record = CompactionRecord(
                 session_id=self.session_id,
@@ -186,6 +205,8 @@ class CompactionSession:
         self._prefix_bytes = sum(message_bytes(m) for m in body)
         self._upto = len(self.history)
         self._new_bytes = 0
+        self._needs_repair = False
+        self._open_calls.clear()
         self._flush()
         return outcome.view
 

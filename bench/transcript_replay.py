@@ -1,0 +1,73 @@
+"""Tier counts and tokens saved per transcript format, replaying ../shared/data/transcripts.
+
+Every imported session goes through ``CompactionSession`` with the offline
+``ExtractiveSummarizer`` at 16k and 32k-token windows. Prints, per format and window: sessions,
+turns, effective compactions per tier, tokens saved, the largest view seen, wall time and turns
+per second. Run: ``.venv/bin/python bench/transcript_replay.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from analytics.importers import import_path
+from analytics.replay import replay_session
+from compactor import (
+    CompactionOffloader,
+    CompactionTier,
+    ExtractiveSummarizer,
+    ProgressiveCompactor,
+)
+
+TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "transcripts"
+TIERS = [CompactionTier.WARN, CompactionTier.SOFT, CompactionTier.FULL, CompactionTier.EMERGENCY]
+
+
+def main() -> int:
+    t0 = time.perf_counter()
+    sessions, issues = import_path(TRANSCRIPTS)
+    n_msgs = sum(len(s.messages) for s in sessions)
+    print(
+        f"imported {len(sessions)} sessions, {n_msgs:,} messages in "
+        f"{time.perf_counter() - t0:.2f}s ({len(issues)} issues)"
+    )
+    header = (
+        f"{'format':<16}{'window':>7}{'sess':>6}{'turns':>7}"
+        + "".join(f"{t.label:>10}" for t in TIERS)
+        + f"{'saved tok':>12}{'max view':>10}{'turns/s':>9}"
+    )
+    for window in (16_000, 32_000):
+        print("\n" + header)
+        by_format: dict[str, Counter[str]] = defaultdict(Counter)
+        with tempfile.TemporaryDirectory() as tmp:
+            base = ProgressiveCompactor(
+                ExtractiveSummarizer(), window, offloader=CompactionOffloader(tmp, "bench")
+            )
+            for s in sessions:
+                started = time.perf_counter()
+                result = replay_session(s, base)
+                row = by_format[s.format]
+                row["seconds_us"] += int((time.perf_counter() - started) * 1e6)
+                row["sessions"] += 1
+                row["turns"] += result.turns
+                row["saved"] += result.tokens_saved
+                row["max_view"] = max(row["max_view"], result.max_view_tokens)
+                for r in result.effective:
+                    row[r.tier.label] += 1
+        for fmt, row in sorted(by_format.items()):
+            rate = row["turns"] / max(row["seconds_us"] / 1e6, 1e-9)
+            print(
+                f"{fmt:<16}{window:>7}{row['sessions']:>6}{row['turns']:>7}"
+                + "".join(f"{row[t.label]:>10}" for t in TIERS)
+                + f"{row['saved']:>12,}{row['max_view']:>10,}{rate:>9,.0f}"
+            )
+    print(f"\ntotal wall time {time.perf_counter() - t0:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
