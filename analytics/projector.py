@@ -1,0 +1,216 @@
+"""The projector: spool files -> the DuckDB event store, idempotently, crash-safely.
+
+It reads each spool file from its last committed offset, stops at the last complete line (a torn
+last line is read once it is completed), validates each line as an ``Event`` (upcasting older
+schemas), and commits valid events, quarantined lines and the new offsets in one transaction.
+Replaying the same spool is a no-op (unique ``event_id``). It is the single owner of the
+database while it runs; agents only ever append to the spool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine
+from compactor import SCHEMA_VERSION, Event, parse_event
+
+CHUNK_BYTES = 16 * 1024 * 1024
+MAX_RAW = 64 * 1024
+
+
+@dataclass
+class IngestResult:
+    files: int = 0
+    lines: int = 0
+    new_events: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: IngestResult) -> None:
+        for name in ("files", "lines", "new_events", "duplicates", "quarantined", "bytes_read"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.seconds += other.seconds
+
+
+Progress = Callable[[int, int], None]
+"""Called with (bytes read so far, bytes to read) during an ingest."""
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        return f"invalid event: {loc}: {err['msg']}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON: {exc.msg} at column {exc.colno}"
+    return f"invalid event: {exc}"
+
+
+def parse_line(text: str) -> tuple[Event, str]:
+    """(event, JSON to store) for one spool line; raises ValueError/ValidationError if invalid."""
+    try:
+        event = Event.model_validate_json(text)
+    except ValidationError:
+        event = parse_event(text)  # older schema (upcast) or a clean error
+        return event, event.model_dump_json()
+    if event.schema_version != SCHEMA_VERSION:
+        event = parse_event(text)
+        return event, event.model_dump_json()
+    return event, text
+
+
+class Projector:
+    """Loads every ``*.jsonl`` under ``spool_dir`` into ``store``."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        spool_dir: str | os.PathLike[str],
+        *,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
+        self.store = store
+        self.spool_dir = Path(spool_dir)
+        self.chunk_bytes = chunk_bytes
+
+    def pending_bytes(self) -> int:
+        offsets = self.store.offsets()
+        return sum(max(0, f.stat().st_size - offsets.get(f.name, (0, 0))[0]) for f in self._files())
+
+    def _files(self) -> list[Path]:
+        if not self.spool_dir.is_dir():
+            return []
+        return sorted(p for p in self.spool_dir.iterdir() if p.suffix == ".jsonl" and p.is_file())
+
+    def ingest(self, progress: Progress | None = None) -> IngestResult:
+        """Project everything complete in the spool now; returns what was done."""
+        started = time.perf_counter()
+        total = IngestResult()
+        offsets = self.store.offsets()
+        todo = self.pending_bytes() if progress else 0
+        for path in self._files():
+            offset, lines = offsets.get(path.name, (0, 0))
+            if path.stat().st_size < offset:
+                offset, lines = 0, 0  # replaced file: re-read; duplicates are skipped by id
+            if path.stat().st_size == offset:
+                continue
+            total.files += 1
+            while True:
+                step = self._ingest_chunk(path, offset, lines)
+                if step is None:
+                    break
+                done, offset, lines = step
+                total.add(done)
+                if progress:
+                    progress(total.bytes_read, todo)
+        total.seconds = time.perf_counter() - started
+        return total
+
+    def _ingest_chunk(
+        self, path: Path, offset: int, lines: int
+    ) -> tuple[IngestResult, int, int] | None:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read(self.chunk_bytes)
+            while data and b"\n" not in data:
+                more = fh.read(self.chunk_bytes)
+                if not more:
+                    return None  # only a torn last line: wait for the rest
+                data += more
+        end = data.rfind(b"\n")
+        if end < 0:
+            return None
+        chunk = data[: end + 1]
+        batch = EventBatch()
+        bad: list[QuarantinedLine] = []
+        n = lines
+        for raw in chunk.split(b"\n")[:-1]:
+            n += 1
+            if raw.strip():
+                self._parse_into(raw, path.name, n, batch, bad)
+        new_offset = offset + len(chunk)
+        new = self.store.commit_batch(batch, bad, {path.name: (new_offset, n)})
+        result = IngestResult(
+            lines=n - lines,
+            new_events=new,
+            duplicates=len(batch) - new,
+            quarantined=len(bad),
+            bytes_read=len(chunk),
+        )
+        return result, new_offset, n
+
+    @staticmethod
+    def _parse_into(
+        raw: bytes, source: str, line: int, batch: EventBatch, bad: list[QuarantinedLine]
+    ) -> None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append(
+                QuarantinedLine(
+                    source,
+                    line,
+                    f"not UTF-8 text at byte {exc.start}",
+                    raw[:MAX_RAW].decode("utf-8", "replace"),
+                )
+            )
+            return
+        try:
+            event, stored = parse_line(text)
+        except (ValueError, ValidationError) as exc:
+            bad.append(QuarantinedLine(source, line, _reason(exc), text[:MAX_RAW]))
+            return
+        batch.event_id.append(event.event_id)
+        batch.type.append(event.type)
+        batch.schema_version.append(event.schema_version)
+        batch.session_id.append(event.session_id)
+        batch.seq.append(event.seq)
+        batch.occurred_at.append(event.occurred_at)
+        batch.raw.append(stored)
+        batch.source.append(source)
+        batch.line.append(line)
+
+    def watch(
+        self,
+        *,
+        interval_s: float = 0.5,
+        stop: threading.Event | None = None,
+        on_result: Callable[[IngestResult], None] | None = None,
+    ) -> IngestResult:
+        """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set."""
+        stop = stop or threading.Event()
+        total = IngestResult()
+        while True:
+            stopping = stop.is_set()
+            result = self.ingest()
+            total.add(result)
+            if on_result is not None and (result.lines or result.quarantined):
+                on_result(result)
+            if stopping:
+                return total
+            stop.wait(interval_s)
+
+
+def rebuild(home: str | os.PathLike[str], progress: Progress | None = None) -> IngestResult:
+    """Recreate the database from the spool alone. The old file is kept as a backup."""
+    root = Path(home)
+    db = root / DB_NAME
+    if db.exists():
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        db.rename(db.with_name(f"{DB_NAME}.bak-{stamp}"))
+        with contextlib.suppress(FileNotFoundError):
+            db.with_name(DB_NAME + ".wal").rename(db.with_name(f"{DB_NAME}.wal.bak-{stamp}"))
+    with EventStore(db) as store:
+        return Projector(store, root / "spool").ingest(progress)

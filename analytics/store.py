@@ -1,0 +1,432 @@
+"""The DuckDB event store: schema, connection ownership, batch commits and projections.
+
+The only module that imports duckdb. One process owns the database file read-write (the
+projector, run by the CLI or the app); everything else reads through ``queries``. A batch of
+events, its quarantined lines and the new spool offsets are committed in ONE transaction, so a
+crash loses nothing and duplicates nothing. Projections are pure SQL functions of the events,
+applied to each new batch, so ``rebuild`` (all events as one batch) yields identical tables.
+It does not read spool files (``projector`` does) and it never writes events of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from analytics.errors import AnalyticsError
+
+STORE_SCHEMA_VERSION = 1
+DB_NAME = "compactlens.duckdb"
+
+
+class StoreError(AnalyticsError):
+    """The event store could not be opened or written; the spool is untouched."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the database (DuckDB allows one writer per file)."""
+
+
+class StoreVersionError(StoreError):
+    """The database was written by another schema or engine version, or is unreadable."""
+
+
+@dataclass
+class EventBatch:
+    """Validated spool lines, column by column (cheap to append, cheap to hand to Arrow)."""
+
+    event_id: list[str] = field(default_factory=list)
+    type: list[str] = field(default_factory=list)
+    schema_version: list[int] = field(default_factory=list)
+    session_id: list[str] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    occurred_at: list[dt.datetime] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    """Each event as JSON text (the upcast form when it came from an older schema)."""
+    source: list[str] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.event_id)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table(
+            {name: getattr(self, name) for name in _INCOMING_SCHEMA.names}, schema=_INCOMING_SCHEMA
+        )
+
+
+@dataclass(frozen=True)
+class QuarantinedLine:
+    source: str
+    line: int
+    reason: str
+    raw: str
+
+
+BASE_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS events (
+    event_id VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, schema_version INTEGER NOT NULL,
+    session_id VARCHAR NOT NULL, seq BIGINT NOT NULL, occurred_at TIMESTAMPTZ NOT NULL,
+    payload JSON NOT NULL, source VARCHAR, line BIGINT);
+CREATE TABLE IF NOT EXISTS spool_offsets (
+    source VARCHAR PRIMARY KEY, byte_offset BIGINT NOT NULL, lines BIGINT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (
+    source VARCHAR, line BIGINT, reason VARCHAR, raw VARCHAR, quarantined_at TIMESTAMPTZ);
+"""
+
+PROJECTION_DDL = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, context_window BIGINT,
+    model VARCHAR, agent VARCHAR, parent_session_id VARCHAR, capture VARCHAR, source VARCHAR,
+    config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ);
+CREATE TABLE IF NOT EXISTS message_blobs (
+    sha256 VARCHAR PRIMARY KEY, role VARCHAR, bytes BIGINT, content VARCHAR);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id VARCHAR, idx BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT,
+    tool_call_id VARCHAR, tool_call_ids JSON, tool_names JSON, tool_calls JSON,
+    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR,
+    PRIMARY KEY (session_id, idx));
+CREATE TABLE IF NOT EXISTS compactions (
+    id VARCHAR PRIMARY KEY, session_id VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ,
+    tier INTEGER, tier_name VARCHAR, tokens_before BIGINT, tokens_after BIGINT,
+    msgs_before BIGINT, msgs_after BIGINT, summarized BIGINT, preserved_tail BIGINT,
+    compression_ratio DOUBLE, duration_ms DOUBLE, error VARCHAR, trigger VARCHAR,
+    effective BOOLEAN, context_window BIGINT, fallback VARCHAR, summary_text VARCHAR,
+    n_offloaded BIGINT, n_dropped BIGINT, dropped_bytes BIGINT, repairs JSON,
+    summarizer_model VARCHAR, summarizer_input_tokens BIGINT, summarizer_output_tokens BIGINT,
+    summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR);
+CREATE TABLE IF NOT EXISTS compaction_views (
+    compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
+    history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
+CREATE TABLE IF NOT EXISTS anchor_items (
+    compaction_id VARCHAR, session_id VARCHAR, seq BIGINT, anchor_type VARCHAR,
+    position BIGINT, item VARCHAR);
+CREATE TABLE IF NOT EXISTS offloads (
+    record_id VARCHAR, session_id VARCHAR, tool_call_id VARCHAR, tool_name VARCHAR,
+    file_path VARCHAR, bytes BIGINT, lines BIGINT, sha256 VARCHAR, occurred_at TIMESTAMPTZ,
+    event_id VARCHAR PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS usage (
+    session_id VARCHAR, seq BIGINT, turn BIGINT, estimated_input_tokens BIGINT,
+    input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT,
+    cache_creation_tokens BIGINT, model VARCHAR, occurred_at TIMESTAMPTZ,
+    event_id VARCHAR PRIMARY KEY);
+"""
+
+PROJECTIONS = (
+    "sessions",
+    "message_blobs",
+    "messages",
+    "compactions",
+    "compaction_views",
+    "anchor_items",
+    "offloads",
+    "usage",
+)
+TABLES = ("events", "quarantine", "meta", "spool_offsets", *PROJECTIONS)
+
+_VIEW_ITEM = (
+    '[{"index":"BIGINT","sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","status":"VARCHAR"}]'
+)
+_SYNTHETIC = '[{"sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","content":"VARCHAR"}]'
+_ANCHORS = '[{"type":"VARCHAR","content":"VARCHAR"}]'
+_NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable', '[redacted]')"
+
+# Each statement reads the new events of this commit from the temp table ``batch``.
+PROJECT_SQL: tuple[str, ...] = (
+    """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
+        CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
+        payload->>'parent_session_id', payload->>'capture', payload->>'source',
+        payload->'config', payload->>'system_prompt_sha256', payload->'metadata', NULL
+      FROM batch WHERE type = 'session_started' ORDER BY seq""",
+    """UPDATE sessions SET deleted_at = d.at FROM (
+        SELECT session_id, max(occurred_at) AS at FROM batch
+        WHERE type = 'session_deleted' GROUP BY session_id) d
+      WHERE sessions.session_id = d.session_id""",
+    """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
+        SELECT payload->>'sha256' AS sha, payload->>'role' AS role,
+               CAST(payload->>'bytes' AS BIGINT) AS bytes, payload->>'content' AS content
+        FROM batch WHERE type = 'message_appended'
+        UNION ALL
+        SELECT s.sha256, s.role, s.bytes, s.content FROM (
+            SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
+            FROM batch WHERE type = 'compaction_recorded'))
+      WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC),
+    """INSERT OR IGNORE INTO messages SELECT session_id, CAST(payload->>'index' AS BIGINT),
+        payload->>'sha256', payload->>'role', CAST(payload->>'bytes' AS BIGINT),
+        payload->>'tool_call_id', payload->'tool_call_ids', payload->'tool_names',
+        payload->'tool_calls', CAST(payload->>'is_error' AS BOOLEAN), payload->>'name', seq,
+        occurred_at, event_id
+      FROM batch WHERE type = 'message_appended'""",
+    """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
+        CAST(r->>'tier' AS INTEGER),
+        ['None', 'Warn', 'Soft', 'Full', 'Emergency'][CAST(r->>'tier' AS INTEGER) + 1],
+        CAST(r->>'tokens_before' AS BIGINT), CAST(r->>'tokens_after' AS BIGINT),
+        CAST(r->>'msgs_before' AS BIGINT), CAST(r->>'msgs_after' AS BIGINT),
+        CAST(r->>'summarized' AS BIGINT), CAST(r->>'preserved_tail' AS BIGINT),
+        CAST(r->>'compression_ratio' AS DOUBLE), CAST(r->>'duration' AS DOUBLE) / 1e6,
+        r->>'error', r->>'trigger', CAST(r->>'effective' AS BOOLEAN),
+        CAST(r->>'context_window' AS BIGINT), r->>'fallback', r->>'summary_text',
+        json_array_length(r->'offloaded'), json_array_length(r->'dropped'),
+        COALESCE(list_sum(CAST(json_extract(r, '$.dropped[*].bytes') AS BIGINT[])), 0),
+        r->'repairs', r->'summarizer'->>'model',
+        CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
+        CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
+        CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
+        event_id
+      FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
+    """INSERT INTO compaction_views
+      SELECT cid, session_id, side, pos, (v).index, (v).sha256, (v).role, (v).bytes, (v).status
+      FROM (
+        SELECT payload->'record'->>'id' AS cid, session_id, 'before' AS side,
+               unnest(l) AS v, generate_subscripts(l, 1) - 1 AS pos
+        FROM (SELECT *, json_transform(payload->'before', '{vi}') AS l FROM batch
+              WHERE type = 'compaction_recorded')
+        UNION ALL
+        SELECT payload->'record'->>'id', session_id, 'after',
+               unnest(l), generate_subscripts(l, 1) - 1
+        FROM (SELECT *, json_transform(payload->'after', '{vi}') AS l FROM batch
+              WHERE type = 'compaction_recorded'))""".replace("{vi}", _VIEW_ITEM),
+    """INSERT INTO anchor_items
+      SELECT cid, session_id, seq, atype, pos, item FROM (
+        SELECT cid, session_id, seq, atype, pos,
+               trim(regexp_replace(raw_item, '^\\s*(?:[-*•]|\\d+[.)])\\s*', '')) AS item
+        FROM (
+          SELECT cid, session_id, seq, atype,
+                 generate_subscripts(lines, 1) - 1 AS pos, unnest(lines) AS raw_item
+          FROM (
+            SELECT payload->'record'->>'id' AS cid, session_id, seq, (a).type AS atype,
+                   string_split((a).content, chr(10)) AS lines
+            FROM (SELECT *, unnest(json_transform(payload->'record'->'anchors', '{an}')) AS a
+                  FROM batch WHERE type = 'compaction_recorded'))))
+      WHERE lower(trim(item, ' .')) NOT IN {na}""".replace("{an}", _ANCHORS).replace("{na}", _NA),
+    """INSERT OR IGNORE INTO offloads SELECT payload->>'record_id', session_id,
+        payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
+        CAST(payload->>'bytes' AS BIGINT), CAST(payload->>'lines' AS BIGINT),
+        payload->>'sha256', occurred_at, event_id
+      FROM batch WHERE type = 'tool_result_offloaded'""",
+    """INSERT OR IGNORE INTO usage SELECT session_id, seq, CAST(payload->>'turn' AS BIGINT),
+        CAST(payload->>'estimated_input_tokens' AS BIGINT),
+        CAST(payload->>'input_tokens' AS BIGINT), CAST(payload->>'output_tokens' AS BIGINT),
+        CAST(payload->>'cache_read_tokens' AS BIGINT),
+        CAST(payload->>'cache_creation_tokens' AS BIGINT), payload->>'model', occurred_at,
+        event_id
+      FROM batch WHERE type = 'usage_reported'""",
+)
+
+_INCOMING_SCHEMA = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("type", pa.string()),
+        ("schema_version", pa.int32()),
+        ("session_id", pa.string()),
+        ("seq", pa.int64()),
+        ("occurred_at", pa.timestamp("us", tz="UTC")),
+        ("raw", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+    ]
+)
+
+
+def _classify(exc: duckdb.Error, path: Path) -> StoreError:
+    text = str(exc)
+    if "lock" in text.lower():
+        pid = re.search(r"PID (\d+)", text)
+        holder = f" (held by PID {pid.group(1)})" if pid else ""
+        return StoreLockedError(
+            f"{path} is open in another process{holder}: DuckDB allows one writer per file. "
+            "Stop that process (e.g. the app or a running `compactlens ingest --watch`) and "
+            "try again; nothing is lost, the events wait in the spool."
+        )
+    return StoreVersionError(
+        f"{path} cannot be opened ({text.splitlines()[0]}). It may be corrupt or written by "
+        "another DuckDB version. Run `compactlens rebuild` to recreate it from the spool "
+        "(the old file is kept beside it as a backup)."
+    )
+
+
+class EventStore:
+    """The DuckDB file under a compactlens home, owned by one process at a time."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise StoreError(f"{self.path} does not exist yet: run `compactlens ingest` first")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise _classify(exc, self.path) from exc
+        try:
+            self._check_or_create()
+        except BaseException:
+            self.con.close()
+            raise
+
+    @classmethod
+    def for_home(cls, home: str | os.PathLike[str], *, read_only: bool = False) -> EventStore:
+        return cls(Path(home) / DB_NAME, read_only=read_only)
+
+    def _check_or_create(self) -> None:
+        try:
+            has_meta = bool(
+                self._scalar(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+                )
+            )
+            if has_meta:
+                row = self.con.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'"
+                ).fetchone()
+                found = int(row[0]) if row else -1
+                if found != STORE_SCHEMA_VERSION:
+                    raise StoreVersionError(
+                        f"{self.path} has store schema {found}, this compactlens uses "
+                        f"{STORE_SCHEMA_VERSION}: run `compactlens rebuild` to recreate it "
+                        "from the spool"
+                    )
+                return
+            if self.read_only:
+                raise StoreError(f"{self.path} is not a compactlens store (no meta table)")
+            self.con.execute(BASE_DDL + PROJECTION_DDL)
+            self._set_meta()
+        except duckdb.Error as exc:
+            raise _classify(exc, self.path) from exc
+
+    def _set_meta(self) -> None:
+        from importlib import metadata
+
+        try:
+            lib = metadata.version("compactlens")
+        except metadata.PackageNotFoundError:
+            lib = "0+unknown"
+        rows = [
+            ("schema_version", str(STORE_SCHEMA_VERSION)),
+            ("engine", "duckdb"),
+            ("engine_version", duckdb.__version__),
+            ("library_version", lib),
+            ("created_at", dt.datetime.now(dt.UTC).isoformat()),
+        ]
+        self.con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+
+    def _scalar(self, sql: str) -> int:
+        row = self.con.execute(sql).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ writing
+
+    def offsets(self) -> dict[str, tuple[int, int]]:
+        rows = self.con.execute("SELECT source, byte_offset, lines FROM spool_offsets").fetchall()
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def commit_batch(
+        self,
+        events: EventBatch,
+        quarantined: Sequence[QuarantinedLine],
+        offsets: dict[str, tuple[int, int]],
+    ) -> int:
+        """Insert new events (duplicates by event_id are skipped), quarantine lines, advance
+        offsets and project, all in one transaction. Returns how many events were new."""
+        incoming = events.to_arrow()
+        now = dt.datetime.now(dt.UTC)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("incoming", incoming)
+            self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
+                SELECT event_id, type, schema_version, session_id, seq, occurred_at,
+                       CAST(json_extract(raw, '$.payload') AS JSON) AS payload, source, line
+                FROM incoming ANTI JOIN events USING (event_id)
+                QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1""")
+            self.con.unregister("incoming")
+            self.con.execute("INSERT INTO events SELECT * FROM batch")
+            new = self._scalar("SELECT count(*) FROM batch")
+            if quarantined:
+                self.con.executemany(
+                    "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?)",
+                    [(q.source, q.line, q.reason, q.raw, now) for q in quarantined],
+                )
+            self.con.executemany(
+                "INSERT OR REPLACE INTO spool_offsets VALUES (?, ?, ?, ?)",
+                [(src, off, lines, now) for src, (off, lines) in offsets.items()],
+            )
+            self._project()
+            self.con.execute("DROP TABLE batch")
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
+        return new
+
+    def _project(self) -> None:
+        for sql in PROJECT_SQL:
+            self.con.execute(sql)
+
+    def rebuild_projections(self) -> None:
+        """Drop every projection and recompute it from the events table."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for name in PROJECTIONS:
+                self.con.execute(f"DROP TABLE IF EXISTS {name}")
+            self.con.execute(PROJECTION_DDL)
+            self.con.execute("CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM events")
+            self._project()
+            self.con.execute("DROP TABLE batch")
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------ reading
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
+        return self.con.execute(sql, params or []).pl()
+
+    def table(self, name: str, *, order_by: str | None = None) -> pl.DataFrame:
+        if name not in TABLES:
+            raise StoreError(f"unknown table {name!r}; tables: {', '.join(TABLES)}")
+        order = f" ORDER BY {order_by}" if order_by else ""
+        return self.con.execute(f"SELECT * FROM {name}{order}").pl()
+
+    def counts(self) -> dict[str, int]:
+        return {t: self._scalar(f"SELECT count(*) FROM {t}") for t in TABLES}
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
+    def export_parquet(self, out_dir: str | os.PathLike[str]) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in TABLES:
+            target = out / f"{name}.parquet"
+            self.con.execute(f"COPY {name} TO '{_sql_str(str(target))}' (FORMAT parquet)")
+            written.append(target)
+        return written
+
+
+def _sql_str(value: str) -> str:
+    return value.replace("'", "''")
