@@ -65,8 +65,14 @@ from compactor.messages import (
 from compactor.notify import format_notification, format_tokens
 from compactor.offload import CompactionOffloader, OffloadHook, is_offloaded
 from compactor.outcome import CompactionOutcome
-from compactor.progressive import MemoryExtractor, ProgressiveCompactor, TodoInjector
-from compactor.protocols import Compactor, ForceCompactor, RecordedCompactor
+from compactor.progressive import ProgressiveCompactor
+from compactor.protocols import (
+    Compactor,
+    ForceCompactor,
+    MemoryExtractor,
+    RecordedCompactor,
+    TodoInjector,
+)
 from compactor.records import (
     CompactionRecord,
     CompactionTier,

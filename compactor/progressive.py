@@ -9,15 +9,19 @@ so both behave identically. Recording never raises into the agent loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from compactor.anchors import all_na, merge_anchors, parse_anchors_and_summary
+from compactor.calls import (
+    SummaryRequest,
+    SummaryResponse,
+    asummarize_with_timeout,
+    summarize_with_timeout,
+)
 from compactor.compaction_message import (
     build_compaction_message,
     offload_reference,
@@ -37,6 +41,7 @@ from compactor.fallback import (
 from compactor.messages import Message
 from compactor.offload import CompactionOffloader
 from compactor.outcome import CompactionOutcome
+from compactor.protocols import MemoryExtractor, TodoInjector
 from compactor.records import (
     CompactionRecord,
     CompactionTier,
@@ -61,28 +66,7 @@ log = logging.getLogger(__name__)
 Trigger = Literal["auto", "manual"]
 
 
-@runtime_checkable
-class MemoryExtractor(Protocol):
-    """Long-term memory extraction over the messages about to be summarised (fail-open)."""
-
-    def extract(self, messages: list[Message]) -> None: ...
-
-
-@runtime_checkable
-class TodoInjector(Protocol):
-    """Returns the active task list rendered as text (``[>] doing``, ``[ ] todo``)."""
-
-    def active_tasks(self) -> str: ...
-
-
-@dataclass
-class _Request:
-    transcript: list[Message]
-    previous: PreviousCompaction | None
-
-
-_Response = SummaryResult | BaseException
-_Pipeline = Generator[_Request, _Response, CompactionOutcome]
+_Pipeline = Generator[SummaryRequest, SummaryResponse, CompactionOutcome]
 
 
 @dataclass
@@ -211,7 +195,11 @@ class ProgressiveCompactor:
         try:
             request = next(gen)
             while True:
-                request = gen.send(self._call_sync(request))
+                request = gen.send(
+                    summarize_with_timeout(
+                        self.summarizer, request, self.config.summarizer_timeout_s
+                    )
+                )
         except StopIteration as stop:
             return self._finish(stop.value, emit)
 
@@ -228,44 +216,13 @@ class ProgressiveCompactor:
         try:
             request = next(gen)
             while True:
-                request = gen.send(await self._call_async(request))
+                request = gen.send(
+                    await asummarize_with_timeout(
+                        self.summarizer, request, self.config.summarizer_timeout_s
+                    )
+                )
         except StopIteration as stop:
             return self._finish(stop.value, emit)
-
-    # ------------------------------------------------------------ summariser calls
-
-    def _call_sync(self, req: _Request) -> _Response:
-        box: list[_Response] = []
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box.append(self.summarizer.summarize(req.transcript, req.previous))
-            except BaseException as exc:
-                box.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="compactlens-summarizer", daemon=True).start()
-        if not done.wait(self.config.summarizer_timeout_s):
-            return TimeoutError(f"summarizer timed out after {self.config.summarizer_timeout_s}s")
-        return box[0]
-
-    async def _call_async(self, req: _Request) -> _Response:
-        asummarize = getattr(self.summarizer, "asummarize", None)
-        try:
-            if asummarize is not None:
-                coro = asummarize(req.transcript, req.previous)
-            else:
-                coro = asyncio.to_thread(self.summarizer.summarize, req.transcript, req.previous)
-            result: SummaryResult = await asyncio.wait_for(coro, self.config.summarizer_timeout_s)
-            return result
-        except TimeoutError:
-            return TimeoutError(f"summarizer timed out after {self.config.summarizer_timeout_s}s")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return exc
 
     # ------------------------------------------------------------ the pipeline
 
@@ -319,7 +276,9 @@ class ProgressiveCompactor:
             self._emergency(work)
         return self._outcome(work)
 
-    def _summarise(self, work: _Work, start: int, cut: int) -> Generator[_Request, _Response, bool]:
+    def _summarise(
+        self, work: _Work, start: int, cut: int
+    ) -> Generator[SummaryRequest, SummaryResponse, bool]:
         part_sources = work.sources[start:cut]
         self._extract_memory(work.view[start:cut])
         self._offload_range(work, start, cut)
@@ -334,7 +293,7 @@ class ProgressiveCompactor:
         if not transcript:
             return False
         started = time.perf_counter_ns()
-        response = yield _Request(transcript, previous)
+        response = yield SummaryRequest(transcript, previous)
         latency_ms = (time.perf_counter_ns() - started) / 1e6
         label = f"LLM summary failed in Tier{work.tier.label}"
         if isinstance(response, BaseException):

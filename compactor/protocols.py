@@ -1,7 +1,8 @@
-"""The three compactor interfaces of the seed (section 7.1), as runtime-checkable Protocols.
+"""The compactor's interfaces as runtime-checkable Protocols.
 
-``ProgressiveCompactor`` implements all three; ``TokenBudgetCompactor`` the first two. Agent
-harnesses type against these, not against the classes.
+The seed's three (section 7.1): ``ProgressiveCompactor`` implements all three,
+``TokenBudgetCompactor`` the first two; agent harnesses type against these, not the classes.
+And the two collaborators a ProgressiveCompactor accepts: a memory extractor and a todo injector.
 """
 
 from __future__ import annotations
@@ -28,3 +29,17 @@ class RecordedCompactor(Compactor, Protocol):
     def compact_with_record(
         self, msgs: Sequence[Message]
     ) -> tuple[list[Message], CompactionRecord]: ...
+
+
+@runtime_checkable
+class MemoryExtractor(Protocol):
+    """Long-term memory extraction over the messages about to be summarised (fail-open)."""
+
+    def extract(self, messages: list[Message]) -> None: ...
+
+
+@runtime_checkable
+class TodoInjector(Protocol):
+    """Returns the active task list rendered as text (``[>] doing``, ``[ ] todo``)."""
+
+    def active_tasks(self) -> str: ...

@@ -1,0 +1,162 @@
+"""The store's SQL: table definitions and the projections, as text (no database access here).
+
+Every projection statement reads the events of one commit from the temp table ``batch`` and is
+a pure function of them, so projecting batch by batch and projecting all events at once (a
+rebuild) give the same tables.
+"""
+
+from __future__ import annotations
+
+BASE_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS events (
+    event_id VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, schema_version INTEGER NOT NULL,
+    session_id VARCHAR NOT NULL, seq BIGINT NOT NULL, occurred_at TIMESTAMPTZ NOT NULL,
+    payload JSON NOT NULL, source VARCHAR, line BIGINT);
+CREATE TABLE IF NOT EXISTS spool_offsets (
+    source VARCHAR PRIMARY KEY, byte_offset BIGINT NOT NULL, lines BIGINT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (
+    source VARCHAR, line BIGINT, reason VARCHAR, raw VARCHAR, quarantined_at TIMESTAMPTZ);
+"""
+
+PROJECTION_DDL = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, context_window BIGINT,
+    model VARCHAR, agent VARCHAR, parent_session_id VARCHAR, capture VARCHAR, source VARCHAR,
+    config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ);
+CREATE TABLE IF NOT EXISTS message_blobs (
+    sha256 VARCHAR PRIMARY KEY, role VARCHAR, bytes BIGINT, content VARCHAR);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id VARCHAR, idx BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT,
+    tool_call_id VARCHAR, tool_call_ids JSON, tool_names JSON, tool_calls JSON,
+    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR,
+    PRIMARY KEY (session_id, idx));
+CREATE TABLE IF NOT EXISTS compactions (
+    id VARCHAR PRIMARY KEY, session_id VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ,
+    tier INTEGER, tier_name VARCHAR, tokens_before BIGINT, tokens_after BIGINT,
+    msgs_before BIGINT, msgs_after BIGINT, summarized BIGINT, preserved_tail BIGINT,
+    compression_ratio DOUBLE, duration_ms DOUBLE, error VARCHAR, trigger VARCHAR,
+    effective BOOLEAN, context_window BIGINT, fallback VARCHAR, summary_text VARCHAR,
+    n_offloaded BIGINT, n_dropped BIGINT, dropped_bytes BIGINT, repairs JSON,
+    summarizer_model VARCHAR, summarizer_input_tokens BIGINT, summarizer_output_tokens BIGINT,
+    summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR);
+CREATE TABLE IF NOT EXISTS compaction_views (
+    compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
+    history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
+CREATE TABLE IF NOT EXISTS anchor_items (
+    compaction_id VARCHAR, session_id VARCHAR, seq BIGINT, anchor_type VARCHAR,
+    position BIGINT, item VARCHAR);
+CREATE TABLE IF NOT EXISTS offloads (
+    record_id VARCHAR, session_id VARCHAR, tool_call_id VARCHAR, tool_name VARCHAR,
+    file_path VARCHAR, bytes BIGINT, lines BIGINT, sha256 VARCHAR, occurred_at TIMESTAMPTZ,
+    event_id VARCHAR PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS usage (
+    session_id VARCHAR, seq BIGINT, turn BIGINT, estimated_input_tokens BIGINT,
+    input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT,
+    cache_creation_tokens BIGINT, model VARCHAR, occurred_at TIMESTAMPTZ,
+    event_id VARCHAR PRIMARY KEY);
+"""
+
+PROJECTIONS = (
+    "sessions",
+    "message_blobs",
+    "messages",
+    "compactions",
+    "compaction_views",
+    "anchor_items",
+    "offloads",
+    "usage",
+)
+TABLES = ("events", "quarantine", "meta", "spool_offsets", *PROJECTIONS)
+
+_VIEW_ITEM = (
+    '[{"index":"BIGINT","sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","status":"VARCHAR"}]'
+)
+_SYNTHETIC = '[{"sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","content":"VARCHAR"}]'
+_ANCHORS = '[{"type":"VARCHAR","content":"VARCHAR"}]'
+_NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable', '[redacted]')"
+
+# Each statement reads the new events of this commit from the temp table ``batch``.
+PROJECT_SQL: tuple[str, ...] = (
+    """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
+        CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
+        payload->>'parent_session_id', payload->>'capture', payload->>'source',
+        payload->'config', payload->>'system_prompt_sha256', payload->'metadata', NULL
+      FROM batch WHERE type = 'session_started' ORDER BY seq""",
+    """UPDATE sessions SET deleted_at = d.at FROM (
+        SELECT session_id, max(occurred_at) AS at FROM batch
+        WHERE type = 'session_deleted' GROUP BY session_id) d
+      WHERE sessions.session_id = d.session_id""",
+    """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
+        SELECT payload->>'sha256' AS sha, payload->>'role' AS role,
+               CAST(payload->>'bytes' AS BIGINT) AS bytes, payload->>'content' AS content
+        FROM batch WHERE type = 'message_appended'
+        UNION ALL
+        SELECT s.sha256, s.role, s.bytes, s.content FROM (
+            SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
+            FROM batch WHERE type = 'compaction_recorded'))
+      WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC),
+    """INSERT OR IGNORE INTO messages SELECT session_id, CAST(payload->>'index' AS BIGINT),
+        payload->>'sha256', payload->>'role', CAST(payload->>'bytes' AS BIGINT),
+        payload->>'tool_call_id', payload->'tool_call_ids', payload->'tool_names',
+        payload->'tool_calls', CAST(payload->>'is_error' AS BOOLEAN), payload->>'name', seq,
+        occurred_at, event_id
+      FROM batch WHERE type = 'message_appended'""",
+    """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
+        CAST(r->>'tier' AS INTEGER),
+        ['None', 'Warn', 'Soft', 'Full', 'Emergency'][CAST(r->>'tier' AS INTEGER) + 1],
+        CAST(r->>'tokens_before' AS BIGINT), CAST(r->>'tokens_after' AS BIGINT),
+        CAST(r->>'msgs_before' AS BIGINT), CAST(r->>'msgs_after' AS BIGINT),
+        CAST(r->>'summarized' AS BIGINT), CAST(r->>'preserved_tail' AS BIGINT),
+        CAST(r->>'compression_ratio' AS DOUBLE), CAST(r->>'duration' AS DOUBLE) / 1e6,
+        r->>'error', r->>'trigger', CAST(r->>'effective' AS BOOLEAN),
+        CAST(r->>'context_window' AS BIGINT), r->>'fallback', r->>'summary_text',
+        json_array_length(r->'offloaded'), json_array_length(r->'dropped'),
+        COALESCE(list_sum(CAST(json_extract(r, '$.dropped[*].bytes') AS BIGINT[])), 0),
+        r->'repairs', r->'summarizer'->>'model',
+        CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
+        CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
+        CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
+        event_id
+      FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
+    """INSERT INTO compaction_views
+      SELECT cid, session_id, side, pos, (v).index, (v).sha256, (v).role, (v).bytes, (v).status
+      FROM (
+        SELECT payload->'record'->>'id' AS cid, session_id, 'before' AS side,
+               unnest(l) AS v, generate_subscripts(l, 1) - 1 AS pos
+        FROM (SELECT *, json_transform(payload->'before', '{vi}') AS l FROM batch
+              WHERE type = 'compaction_recorded')
+        UNION ALL
+        SELECT payload->'record'->>'id', session_id, 'after',
+               unnest(l), generate_subscripts(l, 1) - 1
+        FROM (SELECT *, json_transform(payload->'after', '{vi}') AS l FROM batch
+              WHERE type = 'compaction_recorded'))""".replace("{vi}", _VIEW_ITEM),
+    """INSERT INTO anchor_items
+      SELECT cid, session_id, seq, atype, pos, item FROM (
+        SELECT cid, session_id, seq, atype, pos,
+               trim(regexp_replace(raw_item, '^\\s*(?:[-*•]|\\d+[.)])\\s*', '')) AS item
+        FROM (
+          SELECT cid, session_id, seq, atype,
+                 generate_subscripts(lines, 1) - 1 AS pos, unnest(lines) AS raw_item
+          FROM (
+            SELECT payload->'record'->>'id' AS cid, session_id, seq, (a).type AS atype,
+                   string_split((a).content, chr(10)) AS lines
+            FROM (SELECT *, unnest(json_transform(payload->'record'->'anchors', '{an}')) AS a
+                  FROM batch WHERE type = 'compaction_recorded'))))
+      WHERE lower(trim(item, ' .')) NOT IN {na}""".replace("{an}", _ANCHORS).replace("{na}", _NA),
+    """INSERT OR IGNORE INTO offloads SELECT payload->>'record_id', session_id,
+        payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
+        CAST(payload->>'bytes' AS BIGINT), CAST(payload->>'lines' AS BIGINT),
+        payload->>'sha256', occurred_at, event_id
+      FROM batch WHERE type = 'tool_result_offloaded'""",
+    """INSERT OR IGNORE INTO usage SELECT session_id, seq, CAST(payload->>'turn' AS BIGINT),
+        CAST(payload->>'estimated_input_tokens' AS BIGINT),
+        CAST(payload->>'input_tokens' AS BIGINT), CAST(payload->>'output_tokens' AS BIGINT),
+        CAST(payload->>'cache_read_tokens' AS BIGINT),
+        CAST(payload->>'cache_creation_tokens' AS BIGINT), payload->>'model', occurred_at,
+        event_id
+      FROM batch WHERE type = 'usage_reported'""",
+)
+
+__all__ = ["BASE_DDL", "PROJECTIONS", "PROJECTION_DDL", "PROJECT_SQL", "TABLES"]
