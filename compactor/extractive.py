@@ -23,6 +23,7 @@ from typing import Any
 
 from compactor.anchors import NA, Anchor, AnchorType, format_anchors
 from compactor.messages import Message, ToolCall
+from compactor.paths import add_path, add_text_paths
 from compactor.summarize import PreviousCompaction, SummaryResult
 
 MODEL_NAME = "extractive"
@@ -82,24 +83,6 @@ _PLAN_RE = re.compile(
     r"|接下来|然后|下一步|需要",
     re.IGNORECASE,
 )
-_URL_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://\S*")
-# The lookahead rejects dot-less words before the costlier body runs (about 40% faster).
-_PATH_RE = re.compile(
-    r"(?<![\w/.:\\-])(?=[\w.~/-]*\.[A-Za-z])"
-    r"((?:~|\.{1,2})?/?(?:[\w.-]+/)*[\w-][\w.-]*\.([A-Za-z][A-Za-z0-9]{0,7}))(?![\w/(])"
-)
-# Traceback frames name library files the agent never touched.
-_FRAME_RE = re.compile(r'(?m)^\s*File "[^"\n]*", line \d+.*$')
-_DOI_RE = re.compile(r"^\d+\.\d+/")
-_DIFF_A_RE = re.compile(r"(?m)^(diff --git |--- )a/")
-_DIFF_B_RE = re.compile(r"(?m)^(diff --git \S+ |\+\+\+ )b/")
-# A bare name (no slash) counts as a file only with one of these, so ``iam.physical`` does not.
-_EXTENSION_WORDS = (
-    "py pyi pyx ipynb js mjs cjs ts tsx jsx json jsonl yaml yml toml ini cfg conf md rst txt csv "
-    "tsv xml html htm css scss sh bash zsh go rs java kt c h cc cpp hpp cs rb php swift sql lock "
-    "log diff patch dockerfile proto gradle mk in"
-)
-_KNOWN_EXTENSIONS = frozenset(_EXTENSION_WORDS.split())
 
 
 @dataclass
@@ -175,7 +158,7 @@ def _scan(transcript: Sequence[Message]) -> _Findings:
             if not found.intent and not msg.content.lstrip().startswith(_COMPACTION_PREFIX):
                 found.intent = _intent(msg.content)
         if msg.role != "system":
-            _add_paths(found.mentioned, _window(msg.content))
+            add_text_paths(found.mentioned, _window(msg.content))
     for ex in exchanges:
         _record_exchange(found, ex)
     found.next_steps = _next_steps(last_text)
@@ -332,39 +315,14 @@ def _sentences(text: str) -> list[str]:
 # ---------------------------------------------------------------- paths
 
 
-def _add_paths(files: dict[str, None], text: str) -> None:
-    if "." not in text:
-        return
-    # Each clean-up runs only when its cheap marker is present: most messages need none.
-    if "://" in text:
-        text = _URL_RE.sub(" ", text)
-    if 'File "' in text:
-        text = _FRAME_RE.sub(" ", text)
-    if "a/" in text:
-        text = _DIFF_B_RE.sub(r"\1", _DIFF_A_RE.sub(r"\1", text))
-    for match in _PATH_RE.finditer(text):
-        path, ext = match.group(1), match.group(2)
-        if "/" in path:
-            if "//" not in path and not _DOI_RE.match(path):
-                _add_path(files, path)
-        elif ext in _KNOWN_EXTENSIONS:  # case-sensitive, so initials like "H.H" do not count
-            _add_path(files, path)
-
-
 def _add_call_paths(files: dict[str, None], args: dict[str, Any], raw: str) -> None:
     for key in _PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip() and "\n" not in value:
-            _add_path(files, value.strip())
+            add_path(files, value.strip())
     command = _first_string(args, _COMMAND_KEYS)
     # Unparseable arguments are scanned as text; a parsed write's file body is not.
-    _add_paths(files, _window(command) if args else _window(raw))
-
-
-def _add_path(files: dict[str, None], path: str) -> None:
-    path = path.removeprefix("./")
-    if path and len(path) <= _ITEM_CHARS:
-        files.setdefault(path, None)
+    add_text_paths(files, _window(command) if args else _window(raw))
 
 
 # ---------------------------------------------------------------- assembling the output
