@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import socket
 import uuid
 from collections.abc import Callable, Sequence
@@ -228,7 +229,7 @@ class EventFactory:
 
     def make(self, payload: BaseModel) -> Event:
         event = Event(
-            event_id=str(uuid.uuid4()),
+            event_id=new_event_id(),
             type=payload.type,  # type: ignore[attr-defined]
             session_id=self.session_id,
             seq=self.seq,
@@ -238,6 +239,12 @@ class EventFactory:
         )
         self.seq += 1
         return event
+
+
+def new_event_id() -> str:
+    """A random (version 4) UUID. ``uuid.uuid4()`` reads os.urandom each time, which costs more
+    than the rest of an event here; the module PRNG is seeded from it and reseeded after fork."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
 # ---------------------------------------------------------------- builders
