@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,10 +22,35 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine
+from analytics.store import (
+    DB_NAME,
+    EventBatch,
+    EventStore,
+    QuarantinedLine,
+    StoreError,
+    StoreLockedError,
+)
 from compactor import SCHEMA_VERSION, Event, parse_event
 
 CHUNK_BYTES = 16 * 1024 * 1024
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_LONG_NUMBER = re.compile(rb"\d{19,}".decode())
+
+
+def _check_int64(value: object, path: str) -> None:
+    """Reject integers the store cannot hold (DuckDB BIGINT), naming where they are."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{path.lstrip('.') or 'value'}: {value} does not fit a 64-bit integer")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_int64(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_int64(item, f"{path}[{i}]")
+
+
 MAX_RAW = 64 * 1024
 
 
@@ -52,7 +78,7 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        return f"invalid event: {loc}: {err['msg']}"
+        return f"invalid event: {loc}: {err['msg']}" if loc else f"invalid event: {err['msg']}"
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON: {exc.msg} at column {exc.colno}"
     return f"invalid event: {exc}"
@@ -169,7 +195,9 @@ class Projector:
             return
         try:
             event, stored = parse_line(text)
-        except (ValueError, ValidationError) as exc:
+            if _LONG_NUMBER.search(text):
+                _check_int64(json.loads(text), "")
+        except (ValueError, TypeError, KeyError, OverflowError, ValidationError) as exc:
             bad.append(QuarantinedLine(source, line, _reason(exc), text[:MAX_RAW]))
             return
         batch.event_id.append(event.event_id)
@@ -203,11 +231,22 @@ class Projector:
             stop.wait(interval_s)
 
 
+def _refuse_if_locked(db: Path) -> None:
+    """A live owner would keep writing to the file we move aside: refuse instead."""
+    try:
+        EventStore(db).close()
+    except StoreLockedError:
+        raise
+    except StoreError:
+        pass  # corrupt or another version: exactly what rebuild is for
+
+
 def rebuild(home: str | os.PathLike[str], progress: Progress | None = None) -> IngestResult:
     """Recreate the database from the spool alone. The old file is kept as a backup."""
     root = Path(home)
     db = root / DB_NAME
     if db.exists():
+        _refuse_if_locked(db)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         db.rename(db.with_name(f"{DB_NAME}.bak-{stamp}"))
         with contextlib.suppress(FileNotFoundError):

@@ -24,7 +24,9 @@ import polars as pl
 import pyarrow as pa
 
 from analytics.errors import AnalyticsError
-from analytics.store_sql import BASE_DDL, PROJECT_SQL, PROJECTION_DDL, PROJECTIONS, TABLES
+from analytics.store_sql import BASE_DDL, PROJECT_SQL, PROJECTION_DDL
+from analytics.store_sql import PROJECTIONS as PROJECTIONS
+from analytics.store_sql import TABLES as TABLES
 
 STORE_SCHEMA_VERSION = 1
 DB_NAME = "compactlens.duckdb"

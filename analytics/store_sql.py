@@ -80,7 +80,7 @@ _NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable
 # Each statement reads the new events of this commit from the temp table ``batch``.
 PROJECT_SQL: tuple[str, ...] = (
     """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
-        CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
+        TRY_CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
         payload->>'parent_session_id', payload->>'capture', payload->>'source',
         payload->'config', payload->>'system_prompt_sha256', payload->'metadata', NULL
       FROM batch WHERE type = 'session_started' ORDER BY seq""",
@@ -90,34 +90,38 @@ PROJECT_SQL: tuple[str, ...] = (
       WHERE sessions.session_id = d.session_id""",
     """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
         SELECT payload->>'sha256' AS sha, payload->>'role' AS role,
-               CAST(payload->>'bytes' AS BIGINT) AS bytes, payload->>'content' AS content
+               TRY_CAST(payload->>'bytes' AS BIGINT) AS bytes, payload->>'content' AS content
         FROM batch WHERE type = 'message_appended'
         UNION ALL
         SELECT s.sha256, s.role, s.bytes, s.content FROM (
             SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
-            FROM batch WHERE type = 'compaction_recorded'))
+            FROM batch WHERE type = 'compaction_recorded')
+        UNION ALL
+        SELECT payload->>'system_prompt_sha256', 'system',
+               strlen(payload->>'system_prompt'), payload->>'system_prompt'
+        FROM batch WHERE type = 'session_started')
       WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC),
-    """INSERT OR IGNORE INTO messages SELECT session_id, CAST(payload->>'index' AS BIGINT),
-        payload->>'sha256', payload->>'role', CAST(payload->>'bytes' AS BIGINT),
+    """INSERT OR IGNORE INTO messages SELECT session_id, TRY_CAST(payload->>'index' AS BIGINT),
+        payload->>'sha256', payload->>'role', TRY_CAST(payload->>'bytes' AS BIGINT),
         payload->>'tool_call_id', payload->'tool_call_ids', payload->'tool_names',
-        payload->'tool_calls', CAST(payload->>'is_error' AS BOOLEAN), payload->>'name', seq,
+        payload->'tool_calls', TRY_CAST(payload->>'is_error' AS BOOLEAN), payload->>'name', seq,
         occurred_at, event_id
       FROM batch WHERE type = 'message_appended'""",
     """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
-        CAST(r->>'tier' AS INTEGER),
-        ['None', 'Warn', 'Soft', 'Full', 'Emergency'][CAST(r->>'tier' AS INTEGER) + 1],
-        CAST(r->>'tokens_before' AS BIGINT), CAST(r->>'tokens_after' AS BIGINT),
-        CAST(r->>'msgs_before' AS BIGINT), CAST(r->>'msgs_after' AS BIGINT),
-        CAST(r->>'summarized' AS BIGINT), CAST(r->>'preserved_tail' AS BIGINT),
-        CAST(r->>'compression_ratio' AS DOUBLE), CAST(r->>'duration' AS DOUBLE) / 1e6,
-        r->>'error', r->>'trigger', CAST(r->>'effective' AS BOOLEAN),
-        CAST(r->>'context_window' AS BIGINT), r->>'fallback', r->>'summary_text',
+        TRY_CAST(r->>'tier' AS INTEGER),
+        ['None', 'Warn', 'Soft', 'Full', 'Emergency'][TRY_CAST(r->>'tier' AS INTEGER) + 1],
+        TRY_CAST(r->>'tokens_before' AS BIGINT), TRY_CAST(r->>'tokens_after' AS BIGINT),
+        TRY_CAST(r->>'msgs_before' AS BIGINT), TRY_CAST(r->>'msgs_after' AS BIGINT),
+        TRY_CAST(r->>'summarized' AS BIGINT), TRY_CAST(r->>'preserved_tail' AS BIGINT),
+        TRY_CAST(r->>'compression_ratio' AS DOUBLE), TRY_CAST(r->>'duration' AS DOUBLE) / 1e6,
+        r->>'error', r->>'trigger', TRY_CAST(r->>'effective' AS BOOLEAN),
+        TRY_CAST(r->>'context_window' AS BIGINT), r->>'fallback', r->>'summary_text',
         json_array_length(r->'offloaded'), json_array_length(r->'dropped'),
-        COALESCE(list_sum(CAST(json_extract(r, '$.dropped[*].bytes') AS BIGINT[])), 0),
+        COALESCE(list_sum(TRY_CAST(json_extract(r, '$.dropped[*].bytes') AS BIGINT[])), 0),
         r->'repairs', r->'summarizer'->>'model',
-        CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
-        CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
-        CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
+        TRY_CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
+        TRY_CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
+        TRY_CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
         event_id
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
     """INSERT INTO compaction_views
@@ -147,14 +151,14 @@ PROJECT_SQL: tuple[str, ...] = (
       WHERE lower(trim(item, ' .')) NOT IN {na}""".replace("{an}", _ANCHORS).replace("{na}", _NA),
     """INSERT OR IGNORE INTO offloads SELECT payload->>'record_id', session_id,
         payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
-        CAST(payload->>'bytes' AS BIGINT), CAST(payload->>'lines' AS BIGINT),
+        TRY_CAST(payload->>'bytes' AS BIGINT), TRY_CAST(payload->>'lines' AS BIGINT),
         payload->>'sha256', occurred_at, event_id
       FROM batch WHERE type = 'tool_result_offloaded'""",
-    """INSERT OR IGNORE INTO usage SELECT session_id, seq, CAST(payload->>'turn' AS BIGINT),
-        CAST(payload->>'estimated_input_tokens' AS BIGINT),
-        CAST(payload->>'input_tokens' AS BIGINT), CAST(payload->>'output_tokens' AS BIGINT),
-        CAST(payload->>'cache_read_tokens' AS BIGINT),
-        CAST(payload->>'cache_creation_tokens' AS BIGINT), payload->>'model', occurred_at,
+    """INSERT OR IGNORE INTO usage SELECT session_id, seq, TRY_CAST(payload->>'turn' AS BIGINT),
+        TRY_CAST(payload->>'estimated_input_tokens' AS BIGINT),
+        TRY_CAST(payload->>'input_tokens' AS BIGINT), TRY_CAST(payload->>'output_tokens' AS BIGINT),
+        TRY_CAST(payload->>'cache_read_tokens' AS BIGINT),
+        TRY_CAST(payload->>'cache_creation_tokens' AS BIGINT), payload->>'model', occurred_at,
         event_id
       FROM batch WHERE type = 'usage_reported'""",
 )

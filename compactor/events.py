@@ -184,13 +184,17 @@ UPCASTERS: dict[int, Upcaster] = {}
 
 
 def upcast(raw: dict[str, Any]) -> dict[str, Any]:
-    version = int(raw.get("schema_version", 1))
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"schema_version {version!r} is not a known event schema version")
     if version > SCHEMA_VERSION:
         raise ValueError(
             f"event schema_version {version} is newer than this library ({SCHEMA_VERSION}); "
             "upgrade compactlens to read it"
         )
     while version < SCHEMA_VERSION:
+        if version not in UPCASTERS:
+            raise ValueError(f"no upcaster from event schema_version {version}")
         raw = UPCASTERS[version](raw)
         version += 1
         raw["schema_version"] = version
@@ -241,10 +245,15 @@ class EventFactory:
         return event
 
 
+_ID_RANDOM = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _ID_RANDOM.seed(os.urandom(32)))
+
+
 def new_event_id() -> str:
     """A random (version 4) UUID. ``uuid.uuid4()`` reads os.urandom each time, which costs more
-    than the rest of an event here; the module PRNG is seeded from it and reseeded after fork."""
-    return str(uuid.UUID(int=random.getrandbits(128), version=4))
+    than the rest of an event here, so a private generator seeded from it is used (private:
+    a host program calling ``random.seed`` must not make two processes emit the same ids)."""
+    return str(uuid.UUID(int=_ID_RANDOM.getrandbits(128), version=4))
 
 
 # ---------------------------------------------------------------- builders

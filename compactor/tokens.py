@@ -17,11 +17,14 @@ from compactor.messages import Message
 
 def message_bytes(msg: Message) -> int:
     """UTF-8 bytes of one message as the estimator counts them."""
-    total = len(msg.content.encode("utf-8"))
+    total = len(msg.content.encode("utf-8", "surrogatepass"))
     for tc in msg.tool_calls:
-        total += len(tc.id.encode()) + len(tc.name.encode()) + len(tc.arguments.encode("utf-8"))
+        total += len(tc.id.encode("utf-8", "surrogatepass")) + len(
+            tc.name.encode("utf-8", "surrogatepass")
+        )
+        total += len(tc.arguments.encode("utf-8", "surrogatepass"))
     if msg.tool_call_id:
-        total += len(msg.tool_call_id.encode("utf-8"))
+        total += len(msg.tool_call_id.encode("utf-8", "surrogatepass"))
     return total
 
 

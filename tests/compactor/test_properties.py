@@ -1,13 +1,15 @@
 """Property-based tests: the compactor's invariants over generated, valid conversations.
 
 Hypothesis builds agent conversations (a system prompt, a task, then user turns, assistant text,
-parallel tool calls with their results in role ``tool`` or harness9's role ``user``, empty,
-small, huge, failing, CJK and emoji results) and random context windows, thresholds and tail
-sizes. Every tier is forced in turn, and the natural decision is run too; after each the view
-must be a valid history that starts with the system message, keeps the tail verbatim (outside
-Emergency and fallbacks), carries the task, never grows, and the input must be unchanged.
-Offloaded files must round-trip byte for byte. A ``CompactionSession`` fed the same kind of
-conversation must keep every view valid and inside the window.
+parallel tool calls, some carrying a file body in their arguments, with their results in role
+``tool`` or harness9's role ``user``: empty, small, huge, failing, CJK and emoji) and random
+context windows, thresholds and tail sizes. Every tier is forced in turn, and the natural
+decision is run too; after each the view must be a valid history that starts with the system
+message, keeps the tail verbatim (outside Emergency and fallbacks), carries the task, never
+grows, and the input must be unchanged. Offloaded files must round-trip byte for byte. A
+``CompactionSession`` fed the same kind of conversation must keep every view valid and inside
+the window. ``LARGE_ARGUMENTS_CASE`` pins a counterexample these properties found, so it is
+checked on every run.
 
 These tests use only the public names of ``compactor`` and the offline
 ``ExtractiveSummarizer``; they do not check wording of summaries or notifications.
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compactor import (
@@ -89,7 +91,7 @@ WORDS = (
 TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace_based_edit_tool", "grep")
 
 # Any printable or control character except surrogates (not encodable as UTF-8).
-free_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+free_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 sentences = st.lists(st.one_of(st.sampled_from(WORDS), free_text), min_size=1, max_size=12).map(
     " ".join
 )
@@ -118,10 +120,10 @@ def tasks(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def huge_texts(draw: st.DrawFn) -> str:
-    """A multi-line text of up to ~30 KB, expanded from a few drawn lines."""
+def huge_texts(draw: st.DrawFn, min_bytes: int = 2_000, max_bytes: int = HUGE_MAX_BYTES) -> str:
+    """A multi-line text of ``min_bytes`` to ``max_bytes``, expanded from a few drawn lines."""
     lines = draw(st.lists(sentences, min_size=1, max_size=4))
-    target = draw(st.integers(min_value=2_000, max_value=HUGE_MAX_BYTES))
+    target = draw(st.integers(min_value=min_bytes, max_value=max_bytes))
     out: list[str] = []
     size = 0
     i = 0
@@ -130,7 +132,7 @@ def huge_texts(draw: st.DrawFn) -> str:
         out.append(line)
         size += len(line.encode("utf-8")) + 1
         i += 1
-    return clip_bytes("\n".join(out), HUGE_MAX_BYTES)
+    return clip_bytes("\n".join(out), max_bytes)
 
 
 @st.composite
@@ -149,6 +151,7 @@ result_contents = st.one_of(
     sentences,
     huge_texts(),
     huge_texts(),
+    huge_texts(min_bytes=300, max_bytes=8_000),  # around the offload thresholds
     st.lists(sentences, min_size=2, max_size=30).map("\n".join),
 )
 
@@ -166,7 +169,7 @@ class Case:
         lines = [f"Case(window={self.window}, tokens={estimate_tokens(self.msgs)},"]
         lines.append(f"  config={self.config!r},")
         for i, m in enumerate(self.msgs):
-            calls = [tc.id for tc in m.tool_calls]
+            calls = [f"{tc.id}:{len(tc.arguments.encode('utf-8'))}B" for tc in m.tool_calls]
             extra = f" calls={calls}" if calls else ""
             extra += f" result_of={m.tool_call_id!r}" if m.tool_call_id is not None else ""
             extra += " is_error" if m.is_error else ""
@@ -185,8 +188,10 @@ def tool_exchange(draw: st.DrawFn, next_id: Iterator[int]) -> list[Message]:
             st.sampled_from(["call_{}", "toolu_{:06d}", "../../etc/{}", "id with 空白 {}"])
         )
         name = draw(st.sampled_from(TOOL_NAMES))
-        key = draw(st.sampled_from(["command", "path", "pattern"]))
-        arguments = json.dumps({key: draw(sentences)}, ensure_ascii=draw(st.booleans()))
+        key = draw(st.sampled_from(["command", "path", "pattern", "content"]))
+        value = draw(huge_texts(min_bytes=100, max_bytes=3_000)) if key == "content" else ""
+        args = {"path": draw(sentences), key: value} if value else {key: draw(sentences)}
+        arguments = json.dumps(args, ensure_ascii=draw(st.booleans()))
         calls.append(ToolCall(id=style.format(k), name=name, arguments=arguments))
     text = draw(st.one_of(st.just(""), sentences))
     results: list[Message] = []
@@ -264,6 +269,29 @@ def cases(draw: st.DrawFn) -> Case:
     ratio = draw(st.floats(min_value=low, max_value=high))
     window = max(MIN_WINDOW, int(estimate_tokens(msgs) / ratio))
     return Case(msgs=msgs, config=config, window=window)
+
+
+# A write whose file body is in the tool-call arguments, larger than the whole window, as the
+# newest exchange: Emergency must still bring the view to its target (found by these properties).
+LARGE_ARGUMENTS_CASE = Case(
+    msgs=[
+        Message(role="system", content="You are a coding agent."),
+        Message(role="user", content="Write the file."),
+        Message(
+            role="assistant",
+            tool_calls=(
+                ToolCall(
+                    id="call_0",
+                    name="write_file",
+                    arguments=json.dumps({"path": "a.txt", "content": "x" * 20_000}),
+                ),
+            ),
+        ),
+        Message(role="tool", content="ok", tool_call_id="call_0"),
+    ],
+    config=CompactorConfig(),
+    window=MIN_WINDOW,
+)
 
 
 # ---------------------------------------------------------------- running the compactor
@@ -433,6 +461,7 @@ def test_the_task_survives_every_tier(case: Case) -> None:
 
 @PROPERTY_SETTINGS
 @given(case=cases())
+@example(case=LARGE_ARGUMENTS_CASE)
 def test_emergency_view_fits_the_emergency_target(case: Case) -> None:
     budget = case.config.emergency_target * case.window
     with compacted(case) as (_, runs):
@@ -446,6 +475,7 @@ def test_emergency_view_fits_the_emergency_target(case: Case) -> None:
 
 @PROPERTY_SETTINGS
 @given(case=cases())
+@example(case=LARGE_ARGUMENTS_CASE)
 def test_session_views_stay_valid_and_within_the_window(case: Case) -> None:
     system, *rest = case.msgs
     with tempfile.TemporaryDirectory() as tmp:
@@ -454,12 +484,21 @@ def test_session_views_stay_valid_and_within_the_window(case: Case) -> None:
         appended: list[Message] = []
         for msg in rest:
             if msg.role == "assistant":
-                view, record = session.prepare()
-                context = f"after {len(appended)} messages: tier={record.tier!r} {record.error!r}"
-                assert validate_history(view) == [], context
-                assert view[0] == system, context
-                assert estimate_tokens(view) <= case.window, context
-                assert record.tokens_after <= record.tokens_before, context
+                check_session_turn(session, case, system, appended)
             session.append(msg)
             appended.append(msg)
             assert session.history == appended
+        if appended[-1].role != "assistant":
+            check_session_turn(session, case, system, appended)  # the next model call
+
+
+def check_session_turn(
+    session: CompactionSession, case: Case, system: Message, appended: list[Message]
+) -> None:
+    """``prepare()`` as before a model call, and the view's invariants."""
+    view, record = session.prepare()
+    context = f"after {len(appended)} messages: tier={record.tier!r} {record.error!r}"
+    assert validate_history(view) == [], context
+    assert view[0] == system, context
+    assert estimate_tokens(view) <= case.window, context
+    assert record.tokens_after <= record.tokens_before, context
