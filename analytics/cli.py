@@ -1,36 +1,86 @@
 """The ``compactlens`` command line (typer + rich).
 
 This module parses arguments, wires the pieces together and prints; the work itself lives in
-the compactor and analytics modules. Environment variables are read here and only here.
+``analytics.commands`` (import, replay, ingest, rebuild), ``analytics.stats`` and the compactor.
+Environment variables are read here and only here. Exit codes: 0 success, 1 some input rejected
+or the store unusable (one line saying why and what to do), 2 usage.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from analytics.commands import (
+    RunReport,
+    load_config,
+    run_import,
+    run_ingest,
+    run_rebuild,
+    run_replay,
+    run_watch,
+)
+from analytics.projector import IngestResult
+from analytics.stats import headline_stats
+from analytics.store import EventStore, StoreError, StoreLockedError
 from analytics.synthetic import SYSTEM_PROMPT, generate_session
+from analytics.terminal import (
+    RunProgress,
+    console,
+    err_console,
+    import_summary,
+    ingest_summary,
+    print_error,
+    print_issues,
+    print_quarantined,
+    replay_summary,
+    stats_table,
+)
 from compactor import (
+    AnthropicChatModel,
+    ChatModelError,
     CompactionOffloader,
     CompactionSession,
     CompactionTier,
     CompactorConfig,
     ExtractiveSummarizer,
     JsonlRecordStore,
+    LLMSummarizer,
+    OpenAIChatModel,
     ProgressiveCompactor,
     SpoolSink,
+    Summarizer,
     estimate_tokens,
     format_notification,
     validate_history,
 )
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-console = Console()
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+export_app = typer.Typer(no_args_is_help=True, help="Write the store's tables to files.")
+app.add_typer(export_app, name="export")
+
+
+class FormatName(StrEnum):
+    AUTO = "auto"
+    OPENAI = "openai"
+    CLAUDE_CODE = "claude-code"
+    SWE_AGENT = "swe-agent"
+    MINI_SWE_AGENT = "mini-swe-agent"
+    AIDER = "aider"
+    HARNESS9_RECORDS = "harness9-records"
+
+
+class CaptureName(StrEnum):
+    FULL = "full"
+    METADATA = "metadata"
+
 
 HomeOption = Annotated[
     Path | None,
@@ -120,5 +170,213 @@ def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> No
         raise typer.Exit(1)
 
 
+PathsArgument = Annotated[
+    list[Path], typer.Argument(help="Transcript files or folders (walked recursively)")
+]
+FormatOption = Annotated[
+    FormatName, typer.Option("--format", help="Transcript format; auto judges each file's content")
+]
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    """Expected failures as one line on stderr and exit 1, never a traceback."""
+    try:
+        yield
+    except StoreLockedError as exc:
+        print_error(f"database locked: {exc}")
+        raise typer.Exit(1) from None
+    except StoreError as exc:
+        print_error(str(exc))
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print_error(f"{where}{exc.strerror or exc}")
+        raise typer.Exit(1) from None
+
+
+def _finish(report: RunReport) -> None:
+    print_issues(report.issues)
+    if report.spool_error:
+        print_error(f"{report.spool_error}; these events were not recorded, run the command again")
+    if report.issues:
+        n = len({i.path for i in report.issues})
+        print_error(f"{n} input{'s' * (n != 1)} rejected (see above); everything else was loaded")
+    if report.rejected:
+        raise typer.Exit(1)
+
+
+@app.command("import")
+def import_(
+    paths: PathsArgument,
+    fmt: FormatOption = FormatName.AUTO,
+    home: HomeOption = None,
+    capture: Annotated[
+        CaptureName, typer.Option(help="metadata: sizes, hashes, roles and tool names, no text")
+    ] = CaptureName.FULL,
+) -> None:
+    """Load transcripts as sessions (session_started + message_appended events) and project."""
+    root = resolve_home(home)
+    with _handled(), RunProgress() as bars:
+        report = run_import(
+            paths,
+            root,
+            fmt=fmt.value,
+            capture=capture.value,
+            on_file=bars.files("importing"),
+            on_ingest=bars.spool("projecting"),
+        )
+    import_summary(report)
+    _finish(report)
+
+
+def _summarizer(spec: str) -> Summarizer:
+    """``extractive``, ``openai:MODEL`` or ``anthropic:MODEL`` (keys and URL from the env)."""
+    kind, _, model = spec.partition(":")
+    try:
+        if kind == "extractive" and not model:
+            return ExtractiveSummarizer()
+        if kind == "openai" and model:
+            return LLMSummarizer(
+                OpenAIChatModel(
+                    model,
+                    base_url=os.environ.get("OPENAI_BASE_URL") or None,
+                    api_key=os.environ.get("OPENAI_API_KEY") or None,
+                )
+            )
+        if kind == "anthropic" and model:
+            key = os.environ.get("ANTHROPIC_API_KEY") or None
+            return LLMSummarizer(AnthropicChatModel(model, api_key=key))
+    except ChatModelError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--summarizer") from None
+    raise typer.BadParameter(
+        f"{spec!r}: expected extractive, openai:MODEL or anthropic:MODEL",
+        param_hint="--summarizer",
+    )
+
+
+def _config(path: Path | None) -> CompactorConfig:
+    if path is None:
+        return CompactorConfig()
+    try:
+        return load_config(path)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+
+
+@app.command()
+def replay(
+    paths: PathsArgument,
+    window: Annotated[int, typer.Option(min=1, help="Context window in tokens")],
+    config: Annotated[
+        Path | None, typer.Option(help="JSON or TOML file of CompactorConfig fields")
+    ] = None,
+    summarizer: Annotated[
+        str, typer.Option(help="extractive (offline), openai:MODEL or anthropic:MODEL")
+    ] = "extractive",
+    fmt: FormatOption = FormatName.AUTO,
+    home: HomeOption = None,
+) -> None:
+    """Replay transcripts through CompactionSession, emitting compaction events, and project."""
+    root = resolve_home(home)
+    compactor = ProgressiveCompactor(
+        _summarizer(summarizer),
+        window,
+        config=_config(config),
+        offloader=CompactionOffloader(root / "offload", "replay"),
+    )
+    with _handled(), RunProgress() as bars:
+        report = run_replay(
+            paths,
+            root,
+            compactor,
+            fmt=fmt.value,
+            on_file=bars.files("replaying"),
+            on_ingest=bars.spool("projecting"),
+        )
+    replay_summary(report, window)
+    _finish(report)
+
+
+def _print_batch(result: IngestResult) -> None:
+    err_console.print(
+        f"+{result.new_events:,} events ({result.duplicates:,} duplicates, "
+        f"{result.quarantined:,} quarantined)",
+        highlight=False,
+    )
+
+
+@app.command()
+def ingest(
+    watch: Annotated[bool, typer.Option(help="Keep projecting until SIGTERM or Ctrl-C")] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.01, help="Seconds between projections with --watch")
+    ] = 0.5,
+    home: HomeOption = None,
+) -> None:
+    """Project the spool into the DuckDB store (exit 1 if spool lines were quarantined)."""
+    root = resolve_home(home)
+
+    def ready() -> None:
+        err_console.print(
+            f"watching {root / 'spool'} every {interval:g}s; stop with Ctrl-C or SIGTERM",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+    with _handled():
+        if watch:
+            report = run_watch(root, interval_s=interval, on_result=_print_batch, on_ready=ready)
+        else:
+            with RunProgress() as bars:
+                report = run_ingest(root, on_ingest=bars.spool("projecting"))
+    print_quarantined(report.quarantined)
+    ingest_summary(report)
+    if report.quarantined and not watch:
+        raise typer.Exit(1)
+
+
+@app.command()
+def rebuild(home: HomeOption = None) -> None:
+    """Recreate every table from the spool; the old database file is kept as a backup."""
+    root = resolve_home(home)
+    with _handled(), RunProgress() as bars:
+        report = run_rebuild(root, on_ingest=bars.spool("rebuilding"))
+    if report.backup is not None:
+        console.print(f"old database kept as {report.backup}", soft_wrap=True, highlight=False)
+    ingest_summary(report, "rebuild")
+
+
+@app.command()
+def stats(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Headline figures: sessions, compactions per tier, emergencies, ratio, quarantine."""
+    root = resolve_home(home)
+    with _handled(), EventStore.for_home(root, read_only=True) as store:
+        figures = headline_stats(store)
+    if as_json:
+        typer.echo(figures.model_dump_json())
+    else:
+        stats_table(figures)
+
+
+@export_app.command("parquet")
+def export_parquet(
+    out_dir: Annotated[Path, typer.Argument(help="Folder for one .parquet file per table")],
+    home: HomeOption = None,
+) -> None:
+    """Write every table of the store as Parquet."""
+    root = resolve_home(home)
+    with _handled(), EventStore.for_home(root, read_only=True) as store:
+        written = store.export_parquet(out_dir)
+    console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
+
+
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -234,22 +234,32 @@ class Projector:
 def _refuse_if_locked(db: Path) -> None:
     """A live owner would keep writing to the file we move aside: refuse instead."""
     try:
-        EventStore(db).close()
+        EventStore(db, read_only=True).close()
     except StoreLockedError:
         raise
     except StoreError:
         pass  # corrupt or another version: exactly what rebuild is for
 
 
-def rebuild(home: str | os.PathLike[str], progress: Progress | None = None) -> IngestResult:
-    """Recreate the database from the spool alone. The old file is kept as a backup."""
+@dataclass
+class RebuildResult:
+    ingest: IngestResult
+    backup: Path | None
+    """Where the old database file was moved (None if there was none)."""
+
+
+def rebuild(home: str | os.PathLike[str], progress: Progress | None = None) -> RebuildResult:
+    """Recreate the database from the spool alone. The old file is kept as a backup; refuses
+    (StoreLockedError) while another process holds it."""
     root = Path(home)
     db = root / DB_NAME
+    backup: Path | None = None
     if db.exists():
         _refuse_if_locked(db)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        db.rename(db.with_name(f"{DB_NAME}.bak-{stamp}"))
+        backup = db.with_name(f"{DB_NAME}.bak-{stamp}")
+        db.rename(backup)
         with contextlib.suppress(FileNotFoundError):
             db.with_name(DB_NAME + ".wal").rename(db.with_name(f"{DB_NAME}.wal.bak-{stamp}"))
     with EventStore(db) as store:
-        return Projector(store, root / "spool").ingest(progress)
+        return RebuildResult(Projector(store, root / "spool").ingest(progress), backup)

@@ -225,9 +225,14 @@ class EventStore:
             self._project()
             self.con.execute("DROP TABLE batch")
             self.con.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(
+                    f"writing to {self.path} failed ({_first_line(exc)}); nothing of this batch "
+                    "was committed and the spool is untouched: fix the cause and ingest again"
+                ) from exc
             raise
         return new
 
@@ -254,7 +259,10 @@ class EventStore:
     # ------------------------------------------------------------ reading
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
-        return self.con.execute(sql, params or []).pl()
+        try:
+            return self.con.execute(sql, params or []).pl()
+        except duckdb.Error as exc:
+            raise StoreError(f"query on {self.path} failed: {_first_line(exc)}") from exc
 
     def table(self, name: str, *, order_by: str | None = None) -> pl.DataFrame:
         if name not in TABLES:
@@ -274,9 +282,16 @@ class EventStore:
         written = []
         for name in TABLES:
             target = out / f"{name}.parquet"
-            self.con.execute(f"COPY {name} TO '{_sql_str(str(target))}' (FORMAT parquet)")
+            try:
+                self.con.execute(f"COPY {name} TO '{_sql_str(str(target))}' (FORMAT parquet)")
+            except duckdb.Error as exc:
+                raise StoreError(f"could not write {target}: {_first_line(exc)}") from exc
             written.append(target)
         return written
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _sql_str(value: str) -> str:

@@ -39,7 +39,9 @@ from compactor.events import (
     ToolResultOffloaded,
     UsageReported,
     ViewItem,
+    message_appended,
     parse_event,
+    redact_record,
     sha256_of,
 )
 from compactor.extractive import ExtractiveSummarizer
@@ -185,6 +187,7 @@ __all__ = [
     "is_na",
     "is_offloaded",
     "merge_anchors",
+    "message_appended",
     "message_bytes",
     "messages_from_anthropic",
     "messages_from_openai",
@@ -193,6 +196,7 @@ __all__ = [
     "parse_anchors_and_summary",
     "parse_event",
     "read_record_file",
+    "redact_record",
     "repair_orphaned_tool_pairs",
     "replay_into",
     "safe_name",

@@ -14,6 +14,7 @@ from analytics.importers.importing import (
     iter_path,
     iter_records,
     iter_sessions,
+    transcript_files,
 )
 from analytics.importers.session import (
     FORMATS,
@@ -38,4 +39,5 @@ __all__ = [
     "iter_path",
     "iter_records",
     "iter_sessions",
+    "transcript_files",
 ]

@@ -80,7 +80,7 @@ def iter_path(
     issues: list[ImportIssue],
 ) -> Iterator[ImportedSession]:
     """Sessions of every file under ``paths``; every problem goes to ``issues``, none raises."""
-    for file in _files(paths, issues):
+    for file in transcript_files(paths, issues):
         try:
             yield from iter_sessions(file, format, issues=issues)
         except TranscriptError as exc:
@@ -102,7 +102,7 @@ def import_records(
     """``(records, issues)`` for harness9 record files and folders of them."""
     issues: list[ImportIssue] = []
     records: list[CompactionRecord] = []
-    for file in _files(paths, issues):
+    for file in transcript_files(paths, issues):
         try:
             records.extend(iter_records(file, issues=issues))
         except TranscriptError as exc:
@@ -121,7 +121,11 @@ def _resolve(file: Path, format: FormatChoice) -> Detection:
     return Detection(format)
 
 
-def _files(paths: PathLike | Iterable[PathLike], issues: list[ImportIssue]) -> Iterator[Path]:
+def transcript_files(
+    paths: PathLike | Iterable[PathLike], issues: list[ImportIssue]
+) -> Iterator[Path]:
+    """Every file under ``paths`` in name order (folders recursively, dot-files skipped);
+    a path that does not exist becomes one issue."""
     roots = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     for root in map(Path, roots):
         if root.is_dir():

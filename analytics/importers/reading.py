@@ -94,7 +94,7 @@ def load_json_document(path: Path) -> Any:
         hint = "; the file ends mid-document (truncated?)" if truncated else ""
         raise TranscriptError(
             str(path),
-            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}",
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){hint}",
             line=exc.lineno,
         ) from None
     except UnicodeDecodeError as exc:

@@ -271,7 +271,7 @@ def test_rebuild_equals_incremental_ingestion_table_for_table(tmp_path: Path) ->
     assert incremental_tables["quarantine"].height == 2
 
     result = rebuild(tmp_path)
-    assert result.new_events == incremental_tables["events"].height
+    assert result.ingest.new_events == incremental_tables["events"].height
     assert_same_tables(incremental_tables, snapshot_home(tmp_path))
     backups = sorted(tmp_path.glob(f"{DB_NAME}.bak-*"))
     assert len(backups) == 1

@@ -294,10 +294,11 @@ def _good_home(home: Path) -> dict[str, pl.DataFrame]:
 def _assert_rebuild_restores(home: Path, reference: dict[str, pl.DataFrame]) -> Path:
     """rebuild(home) recreates every table from the spool; returns the single backup."""
     result = rebuild(home)
-    assert result.new_events == reference["events"].height
+    assert result.ingest.new_events == reference["events"].height
     assert_same_tables(reference, snapshot_home(home))
     backups = sorted(home.glob(f"{DB_NAME}.bak-*"))
     assert len(backups) == 1, backups
+    assert result.backup == backups[0]
     return backups[0]
 
 

@@ -1,0 +1,83 @@
+"""The command line's inputs: files and folders → files → sessions or compaction records.
+
+``input_files`` expands the paths given on the command line (folders walked recursively, in name
+order, hidden entries skipped: the same walk as ``analytics.importers.import_path``), so that
+progress can be counted in files. ``iter_file`` reads one file with the importers: conversations
+become ``ImportedSession``s, harness9 record files (detected, or named with ``--format``) become
+``CompactionRecord``s. Every problem becomes an ``ImportIssue``; nothing here raises for bad
+input, and nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from analytics.errors import TranscriptError
+from analytics.importers import (
+    ImportedSession,
+    ImportIssue,
+    TranscriptFormat,
+    detect_format,
+    iter_records,
+    iter_sessions,
+    transcript_files,
+)
+from compactor import CompactionRecord
+
+FormatChoice = TranscriptFormat | Literal["auto"]
+Item = ImportedSession | CompactionRecord
+
+
+def input_files(paths: Sequence[str | os.PathLike[str]], issues: list[ImportIssue]) -> list[Path]:
+    """Every file under ``paths``, in order; a missing path becomes one issue."""
+    return list(transcript_files(paths, issues))
+
+
+def iter_file(file: Path, fmt: FormatChoice, issues: list[ImportIssue]) -> Iterator[Item]:
+    """The sessions (or, for a harness9 record file, the records) of one file.
+
+    A file that cannot be read at all becomes one issue; an importer that fails unexpectedly
+    on a file becomes one issue too, so that one odd file never stops a long import.
+    """
+    if fmt == "harness9-records":
+        yield from _records(file, issues)
+        return
+    yielded = False
+    try:
+        for session in iter_sessions(file, fmt, issues=issues):
+            yielded = True
+            yield session
+    except TranscriptError as exc:
+        if fmt == "auto" and not yielded and _holds_records(file):
+            yield from _records(file, issues)
+        else:
+            issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+    except Exception as exc:  # an importer bug must not end a batch of thousands of files
+        issues.append(_unexpected(file, exc))
+
+
+def _holds_records(file: Path) -> bool:
+    try:
+        return detect_format(file) == "harness9-records"
+    except TranscriptError:
+        return False
+
+
+def _records(file: Path, issues: list[ImportIssue]) -> Iterator[CompactionRecord]:
+    try:
+        yield from iter_records(file, issues=issues)
+    except TranscriptError as exc:
+        issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+    except Exception as exc:
+        issues.append(_unexpected(file, exc))
+
+
+def _unexpected(file: Path, exc: Exception) -> ImportIssue:
+    return ImportIssue(
+        path=str(file),
+        reason=f"the importer failed unexpectedly ({type(exc).__name__}: {exc}); file skipped, "
+        "please report this",
+    )

@@ -1,0 +1,217 @@
+"""What the ``compactlens`` command prints: progress bars, summary tables, problem lines.
+
+Results and tables go to stdout; progress bars, problems and errors to stderr, and progress
+bars only when stderr is a terminal, so that piped output (``stats --json``) stays clean. Each
+rejected file is one line: ``path:line: reason``. Nothing here does any work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import filesize
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from analytics.commands import FileProgress, IngestReport, RunReport
+from analytics.importers import ImportIssue
+from analytics.projector import IngestResult
+from analytics.projector import Progress as IngestProgress
+from analytics.stats import HeadlineStats
+from analytics.store import QuarantinedLine
+
+console = Console()
+err_console = Console(stderr=True)
+MAX_LISTED = 20
+"""Quarantined lines listed one by one; the rest are counted."""
+
+
+class CountColumn(ProgressColumn):
+    """``done/total unit`` (bytes shown as kB/MB), plus the task's ``extra`` text."""
+
+    def render(self, task: Task) -> Text:
+        unit = str(task.fields.get("unit", ""))
+        if unit == "bytes":
+            total = "?" if task.total is None else filesize.decimal(int(task.total))
+            shown = f"{filesize.decimal(int(task.completed))}/{total}"
+        else:
+            total = "?" if task.total is None else f"{int(task.total):,}"
+            shown = f"{int(task.completed):,}/{total} {unit}"
+        return Text(shown + str(task.fields.get("extra", "")), style="progress.download")
+
+
+class RateColumn(ProgressColumn):
+    """Items or bytes per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        if not speed:
+            return Text("")
+        unit = str(task.fields.get("unit", ""))
+        shown = f"{filesize.decimal(int(speed))}/s" if unit == "bytes" else f"{speed:,.1f} {unit}/s"
+        return Text(shown, style="progress.data.speed")
+
+
+class RunProgress:
+    """One live display for a command: a bar per phase, each added when it first reports."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            CountColumn(),
+            RateColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not err_console.is_terminal,
+        )
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def files(self, label: str) -> FileProgress:
+        """A callback for a bar over files, showing the sessions found so far."""
+        task: TaskID | None = None
+
+        def update(done: int, total: int, report: RunReport) -> None:
+            nonlocal task
+            if task is None:
+                task = self.progress.add_task(label, total=total, unit="files", extra="")
+            extra = f", {report.sessions:,} sessions"
+            self.progress.update(task, completed=done, total=total, extra=extra)
+
+        return update
+
+    def spool(self, label: str) -> IngestProgress:
+        """A callback for a bar over spool bytes; each projection gets its own bar."""
+        task: TaskID | None = None
+        last = -1
+
+        def update(done: int, total: int) -> None:
+            nonlocal task, last
+            if task is None or done < last:
+                task = self.progress.add_task(label, total=total, unit="bytes")
+            last = done
+            self.progress.update(task, completed=done, total=max(total, done))
+
+        return update
+
+
+def print_error(message: str) -> None:
+    """One line on stderr, never wrapped."""
+    err_console.print(f"error: {message}", soft_wrap=True, markup=False, highlight=False)
+
+
+def print_issues(issues: Sequence[ImportIssue]) -> None:
+    """One line per rejected file: its first problem, and how many more it had."""
+    by_file: dict[str, list[ImportIssue]] = {}
+    for issue in issues:
+        by_file.setdefault(issue.path, []).append(issue)
+    for found in by_file.values():
+        first, rest = found[0], found[1:]
+        more = ""
+        if rest:
+            lines = [str(i.line) for i in rest if i.line is not None]
+            at = f" (lines {', '.join(lines[:10])}{', …' if len(lines) > 10 else ''})"
+            more = f"; and {len(rest)} more problem{'s' * (len(rest) > 1)}{at if lines else ''}"
+        err_console.print(f"rejected: {first}{more}", soft_wrap=True, markup=False, highlight=False)
+
+
+def print_quarantined(lines: Sequence[QuarantinedLine]) -> None:
+    for q in lines[:MAX_LISTED]:
+        err_console.print(
+            f"quarantined: {q.source}:{q.line}: {q.reason}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+    if len(lines) > MAX_LISTED:
+        err_console.print(
+            f"quarantined: … and {len(lines) - MAX_LISTED} more (see the quarantine table)",
+            soft_wrap=True,
+        )
+
+
+def _figures(title: str, rows: Sequence[tuple[str, object]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    for name, value in rows:
+        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
+    return table
+
+
+def _ingest_rows(result: IngestResult) -> list[tuple[str, object]]:
+    return [
+        ("spool files read", result.files),
+        ("lines read", result.lines),
+        ("new events", result.new_events),
+        ("duplicates skipped", result.duplicates),
+        ("lines quarantined", result.quarantined),
+        ("bytes read", result.bytes_read),
+        ("seconds", f"{result.seconds:.2f}"),
+    ]
+
+
+def import_summary(report: RunReport) -> None:
+    rows: list[tuple[str, object]] = [
+        ("files read", report.files),
+        ("sessions imported", report.sessions),
+        ("already in the store, skipped", report.skipped),
+        ("messages", report.messages),
+        ("compaction records", report.records),
+        ("files with problems", len({i.path for i in report.issues})),
+    ]
+    console.print(_figures("import", rows))
+    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
+
+
+def replay_summary(report: RunReport, window: int) -> None:
+    tiers = report.tier_counts()
+    rows: list[tuple[str, object]] = [
+        ("files read", report.files),
+        ("sessions replayed", report.sessions),
+        ("already in the store, skipped", report.skipped),
+        ("turns (model calls)", sum(r.turns for r in report.replays)),
+        *((f"{tier.label} compactions", n) for tier, n in tiers.items()),
+        ("tokens saved", sum(r.tokens_saved for r in report.replays)),
+        ("largest view (tokens)", max((r.max_view_tokens for r in report.replays), default=0)),
+        ("window (tokens)", window),
+        ("files with problems", len({i.path for i in report.issues})),
+    ]
+    console.print(_figures("replay", rows))
+    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
+
+
+def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
+    console.print(_figures(title, _ingest_rows(report.result)))
+
+
+def stats_table(stats: HeadlineStats) -> None:
+    ratio = stats.median_compression_ratio
+    rows: list[tuple[str, object]] = [
+        ("sessions", stats.sessions),
+        ("messages", stats.messages),
+        ("events", stats.events),
+        *((f"{tier} compactions", n) for tier, n in stats.compactions.items()),
+        ("emergencies", stats.emergencies),
+        ("median compression ratio", "–" if ratio is None else f"{ratio:.3f}"),
+        ("anchor items", stats.anchor_items),
+        ("offloads", stats.offloads),
+        ("quarantined lines", stats.quarantined_lines),
+    ]
+    console.print(_figures("compactlens", rows))
