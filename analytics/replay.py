@@ -19,7 +19,9 @@ from compactor import (
     CompactionTier,
     EventSink,
     Message,
+    OverheadCalibratedEstimator,
     ProgressiveCompactor,
+    message_bytes,
 )
 
 ViewCallback = Callable[[int, list[Message], CompactionRecord], None]
@@ -50,11 +52,19 @@ def replay_session(
     event_sink: EventSink | None = None,
     session_id: str | None = None,
     on_view: ViewCallback | None = None,
+    calibrate: bool = True,
 ) -> ReplayResult:
-    """Replay one imported session; ``on_view`` sees every prepared view and its record."""
+    """Replay one imported session; ``on_view`` sees every prepared view and its record.
+
+    With ``calibrate`` (the default) the session gets its own ``OverheadCalibratedEstimator``,
+    fed by the transcript's provider usage, so tiers are decided on the prompt size the agent
+    really had (its harness's system prompt and tool schemas included), as a live agent would.
+    """
     msgs = imported.messages
     system = msgs[0] if msgs and msgs[0].role == "system" else None
     sid = session_id or imported.session_id
+    if calibrate and imported.usage:
+        compactor = compactor.for_session(sid, estimator=OverheadCalibratedEstimator())
     session = CompactionSession(
         compactor,
         system,
@@ -67,6 +77,7 @@ def replay_session(
         metadata={"source_path": imported.source_path, "format": imported.format},
     )
     result = ReplayResult(session_id=sid, format=imported.format)
+    system_bytes = message_bytes(system) if system is not None else 0
     for i, msg in enumerate(msgs[1:] if system else msgs, start=1 if system else 0):
         if msg.role == "assistant":
             view, record = session.prepare()
@@ -78,8 +89,10 @@ def replay_session(
                 on_view(i, view, record)
             usage = imported.usage_at(i)
             if usage is not None and usage.input_tokens:
+                original = (session.history_bytes + system_bytes) // 4
                 session.observe_usage(
                     input_tokens=usage.input_tokens,
+                    estimated_input_tokens=original,
                     output_tokens=usage.output_tokens or 0,
                     cache_read_tokens=usage.cache_read_tokens or 0,
                     cache_creation_tokens=usage.cache_write_tokens or 0,

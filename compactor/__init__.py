@@ -103,6 +103,7 @@ from compactor.tiers import split_head_tail, tier_for_ratio
 from compactor.tokens import (
     ByteEstimator,
     CalibratedEstimator,
+    OverheadCalibratedEstimator,
     TokenEstimator,
     estimate_tokens,
     estimate_tool_schema_tokens,
@@ -150,6 +151,7 @@ __all__ = [
     "OffloadError",
     "OffloadHook",
     "OpenAIChatModel",
+    "OverheadCalibratedEstimator",
     "Payload",
     "PreviousCompaction",
     "Producer",

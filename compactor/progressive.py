@@ -127,8 +127,11 @@ class ProgressiveCompactor:
         self._events = EventFactory(session_id)
         self.record_store_errors = 0
 
-    def for_session(self, session_id: str) -> ProgressiveCompactor:
-        """The same settings bound to another session: fresh summary state, its own paths."""
+    def for_session(
+        self, session_id: str, *, estimator: TokenEstimator | None = None
+    ) -> ProgressiveCompactor:
+        """The same settings bound to another session: fresh summary state, its own paths
+        (and, if given, its own estimator: calibration is per model and harness)."""
         return ProgressiveCompactor(
             self.summarizer,
             self.context_window,
@@ -139,7 +142,7 @@ class ProgressiveCompactor:
             session_id=session_id,
             memory_extractor=self.memory_extractor,
             todo_injector=self.todo_injector,
-            estimator=self.estimator,
+            estimator=estimator or self.estimator,
         )
 
     # ------------------------------------------------------------ decisions

@@ -78,6 +78,8 @@ class CompactionSession:
         self._last_view_bytes = 0
         self._open_calls: set[str] = set()
         self._needs_repair = False
+        self.history_bytes = 0
+        """UTF-8 bytes of the whole history as the estimator counts them (kept as it grows)."""
         self._emit(
             SessionStarted(
                 context_window=compactor.context_window,
@@ -101,7 +103,9 @@ class CompactionSession:
         """Add one message to the history (the view follows on the next ``prepare``)."""
         index = len(self.history)
         self.history.append(msg)
-        self._new_bytes += message_bytes(msg)
+        n_bytes = message_bytes(msg)
+        self._new_bytes += n_bytes
+        self.history_bytes += n_bytes
         self._track_pairs(msg)
         self._emit(message_appended(index, msg, self.capture))
 
@@ -162,6 +166,7 @@ class CompactionSession:
                 effective=False,
                 compression_ratio=compression_ratio(tokens, tokens),
                 context_window=self.compactor.context_window,
+                estimator=self.compactor.estimator.name,
             )
             return view, record
         outcome = self.compactor.compact_detailed(view, tokens=tokens, emit=False)
@@ -220,9 +225,17 @@ class CompactionSession:
         cache_read_tokens: int = 0,
         cache_creation_tokens: int = 0,
         model: str = "",
+        estimated_input_tokens: int | None = None,
     ) -> None:
-        """Provider-reported usage of the last call: calibrates the estimator, emits an event."""
-        estimated = self._last_view_bytes // 4 + self.compactor.config.reserve_tokens
+        """Provider-reported usage of the last call: calibrates the estimator, emits an event.
+
+        ``estimated_input_tokens`` is the raw (bytes/4) estimate of the prompt the report is
+        about; by default the last prepared view. Replays pass the uncompacted prompt's, since
+        the transcript's usage is about what the original agent sent.
+        """
+        estimated = estimated_input_tokens
+        if estimated is None:
+            estimated = self._last_view_bytes // 4 + self.compactor.config.reserve_tokens
         observe = getattr(self.compactor.estimator, "observe", None)
         if callable(observe):
             observe(estimated, input_tokens)

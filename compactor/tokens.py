@@ -101,3 +101,56 @@ class CalibratedEstimator:
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
         return int((n_bytes // 4) * self._factor)
+
+
+class OverheadCalibratedEstimator:
+    """``slope * bytes // 4 + overhead``, fitted to provider reports by weighted least squares.
+
+    Providers count prompt tokens the messages do not show: the system prompt and tool schemas
+    a harness adds, which are a fixed overhead rather than a ratio. With one report the slope is
+    taken as 1 and the difference as overhead; with more, both are fitted (older reports weigh
+    less, by ``1 - alpha`` per report); while the reports are too alike to separate the two,
+    the slope found so far is kept. The slope is clamped to [0.5, 2] and the overhead to at
+    least 0, so that a few odd reports cannot make the tier decision absurd.
+    """
+
+    def __init__(self, *, alpha: float = 0.05) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha={alpha!r} must be in (0, 1]")
+        self._alpha = alpha
+        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # weight, x, y, xx, xy
+        self._observations = 0
+        self.slope = 1.0
+        self.overhead = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"bytes/4*{self.slope:.3f}+{self.overhead:.0f}"
+
+    @property
+    def observations(self) -> int:
+        return self._observations
+
+    def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
+        """Record one (estimate, provider-reported) pair; ignores non-positive values."""
+        if estimated_tokens <= 0 or reported_tokens <= 0:
+            return
+        x, y = float(estimated_tokens), float(reported_tokens)
+        with self._lock:
+            keep = 1 - self._alpha
+            w, sx, sy, sxx, sxy = (v * keep for v in self._sums)
+            self._sums = [w + 1, sx + x, sy + y, sxx + x * x, sxy + x * y]
+            self._observations += 1
+            self._fit()
+
+    def _fit(self) -> None:
+        w, sx, sy, sxx, sxy = self._sums
+        mx, my = sx / w, sy / w
+        var = sxx / w - mx * mx
+        if var > (0.05 * mx) ** 2:  # reports spread enough to tell slope from overhead
+            self.slope = min(2.0, max(0.5, (sxy / w - mx * my) / var))
+        self.overhead = max(0.0, my - self.slope * mx)
+
+    def tokens_for_bytes(self, n_bytes: int) -> int:
+        return int((n_bytes // 4) * self.slope + self.overhead)

@@ -75,3 +75,26 @@ def test_every_transcript_replays_with_valid_views_under_the_window(
         tiers.update(r.tier for r in result.effective)
     assert problems == [], "\n".join(problems[:20])
     assert {CompactionTier.WARN, CompactionTier.SOFT} <= tiers, "replays must really compact"
+
+
+def test_replays_calibrate_on_the_prompt_size_the_agent_really_sent(
+    sessions: list[ImportedSession], tmp_path: Path
+) -> None:
+    """Claude Code's reported prompts include ~15k tokens of harness prompt and tool schemas
+    that the transcript does not show; the replay learns that overhead from the usage."""
+    claude = next(s for s in sessions if s.format == "claude-code" and len(s.usage) > 10)
+    base = ProgressiveCompactor(
+        ExtractiveSummarizer(), 1_000_000, offloader=CompactionOffloader(tmp_path, "cal")
+    )
+    seen: list[str] = []
+    replay_session(claude, base, on_view=lambda _i, _v, r: seen.append(r.estimator))
+    reported = [u.input_tokens for u in claude.usage if u.input_tokens]
+    first_turn_estimate = base.tokens(claude.messages[: claude.turns[0]])
+    overhead = float(seen[-1].split("+")[1])
+    assert overhead > 0.5 * (min(reported) - first_turn_estimate)
+    assert min(reported) - first_turn_estimate > 5000, "the harness overhead is in the data"
+    plain: list[str] = []
+    replay_session(
+        claude, base, calibrate=False, on_view=lambda _i, _v, r: plain.append(r.estimator)
+    )
+    assert set(plain) == {"bytes/4"}
