@@ -30,6 +30,9 @@ from analytics.store_sql import TABLES as TABLES
 
 STORE_SCHEMA_VERSION = 1
 DB_NAME = "compactlens.duckdb"
+CHECKPOINT_THRESHOLD = "1GB"
+"""How large the write-ahead log may grow before DuckDB checkpoints on its own; the projector
+checkpoints explicitly after each ingest instead."""
 
 
 class StoreError(AnalyticsError):
@@ -123,6 +126,8 @@ class EventStore:
             raise _classify(exc, self.path) from exc
         try:
             self._check_or_create()
+            if not read_only:
+                self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         except BaseException:
             self.con.close()
             raise
@@ -239,6 +244,12 @@ class EventStore:
     def _project(self) -> None:
         for sql in PROJECT_SQL:
             self.con.execute(sql)
+
+    def checkpoint(self) -> None:
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            raise StoreError(f"checkpoint of {self.path} failed: {_first_line(exc)}") from exc
 
     def rebuild_projections(self) -> None:
         """Drop every projection and recompute it from the events table."""

@@ -127,15 +127,16 @@ PROJECT_SQL: tuple[str, ...] = (
     """INSERT INTO compaction_views
       SELECT cid, session_id, side, pos, (v).index, (v).sha256, (v).role, (v).bytes, (v).status
       FROM (
-        SELECT payload->'record'->>'id' AS cid, session_id, 'before' AS side,
+        SELECT cid, session_id, 'before' AS side,
                unnest(l) AS v, generate_subscripts(l, 1) - 1 AS pos
-        FROM (SELECT *, json_transform(payload->'before', '{vi}') AS l FROM batch
-              WHERE type = 'compaction_recorded')
+        FROM (SELECT payload->'record'->>'id' AS cid, session_id,
+                     json_transform(payload->'before', '{vi}') AS l
+              FROM batch WHERE type = 'compaction_recorded')
         UNION ALL
-        SELECT payload->'record'->>'id', session_id, 'after',
-               unnest(l), generate_subscripts(l, 1) - 1
-        FROM (SELECT *, json_transform(payload->'after', '{vi}') AS l FROM batch
-              WHERE type = 'compaction_recorded'))""".replace("{vi}", _VIEW_ITEM),
+        SELECT cid, session_id, 'after', unnest(l), generate_subscripts(l, 1) - 1
+        FROM (SELECT payload->'record'->>'id' AS cid, session_id,
+                     json_transform(payload->'after', '{vi}') AS l
+              FROM batch WHERE type = 'compaction_recorded'))""".replace("{vi}", _VIEW_ITEM),
     """INSERT INTO anchor_items
       SELECT cid, session_id, seq, atype, pos, item FROM (
         SELECT cid, session_id, seq, atype, pos,

@@ -38,6 +38,7 @@ from analytics.projector import Projector, parse_line
 from analytics.store import EventStore
 from analytics.synthetic import generate_session
 from compactor import (
+    SCHEMA_VERSION,
     CompactionOffloader,
     CompactionRecorded,
     CompactionSession,
@@ -119,7 +120,7 @@ class Envelopes:
 
     def line(self, type_: str, session_id: str, seq: int, at: dt.datetime, payload: str) -> str:
         return (
-            f'{{"event_id":"{self.new_id()}","type":"{type_}","schema_version":1,'
+            f'{{"event_id":"{self.new_id()}","type":"{type_}","schema_version":{SCHEMA_VERSION},'
             f'"session_id":"{session_id}","seq":{seq},"occurred_at":"{at.isoformat()}",'
             f'"producer":{self.producer},"payload":{payload}}}'
         )

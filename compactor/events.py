@@ -13,17 +13,16 @@ import json
 import os
 import random
 import socket
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 from compactor.messages import Message, ToolCall
 from compactor.outcome import CompactionOutcome
-from compactor.records import CompactionRecord
+from compactor.records import CompactionRecord, Int64
 from compactor.tokens import message_bytes
 
 SCHEMA_VERSION = 1
@@ -39,13 +38,13 @@ class Producer(BaseModel):
     library: str = "compactlens"
     version: str = ""
     host: str = ""
-    pid: int = 0
+    pid: Int64 = 0
 
 
 class SessionStarted(BaseModel):
     model_config = _FROZEN
     type: Literal["session_started"] = "session_started"
-    context_window: int
+    context_window: Int64
     config: dict[str, Any] = Field(default_factory=dict)
     model: str = ""
     agent: str = ""
@@ -61,9 +60,9 @@ class SessionStarted(BaseModel):
 class MessageAppended(BaseModel):
     model_config = _FROZEN
     type: Literal["message_appended"] = "message_appended"
-    index: int
+    index: Int64
     role: str
-    bytes: int
+    bytes: Int64
     sha256: str
     tool_call_id: str | None = None
     tool_call_ids: list[str] = Field(default_factory=list)
@@ -78,10 +77,10 @@ class ViewItem(BaseModel):
     """One message of a view: its history index (None if synthetic) and what became of it."""
 
     model_config = _FROZEN
-    index: int | None
+    index: Int64 | None
     sha256: str
     role: str
-    bytes: int
+    bytes: Int64
     status: ViewStatus
 
 
@@ -91,8 +90,8 @@ class SyntheticMessage(BaseModel):
     model_config = _FROZEN
     sha256: str
     role: str
-    bytes: int
-    source_index: int | None = None
+    bytes: Int64
+    source_index: Int64 | None = None
     tool_call_id: str | None = None
     content: str | None = None
 
@@ -113,21 +112,21 @@ class ToolResultOffloaded(BaseModel):
     tool_call_id: str
     tool_name: str = ""
     file_path: str
-    bytes: int
-    lines: int
+    bytes: Int64
+    lines: Int64
     sha256: str = ""
 
 
 class UsageReported(BaseModel):
     model_config = _FROZEN
     type: Literal["usage_reported"] = "usage_reported"
-    estimated_input_tokens: int
-    input_tokens: int
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
+    estimated_input_tokens: Int64
+    input_tokens: Int64
+    output_tokens: Int64 = 0
+    cache_read_tokens: Int64 = 0
+    cache_creation_tokens: Int64 = 0
     model: str = ""
-    turn: int | None = None
+    turn: Int64 | None = None
 
 
 class SessionDeleted(BaseModel):
@@ -161,12 +160,12 @@ class Event(BaseModel):
     model_config = _FROZEN
     event_id: str
     type: str
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=2**31 - 1)
     session_id: str
-    seq: int
+    seq: Int64
     occurred_at: datetime
     producer: Producer
-    payload: Payload
+    payload: SerializeAsAny[Payload]
 
     @model_validator(mode="after")
     def _type_matches(self) -> Event:
@@ -246,6 +245,8 @@ class EventFactory:
 
 
 _ID_RANDOM = random.Random(os.urandom(32))
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID_V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 os.register_at_fork(after_in_child=lambda: _ID_RANDOM.seed(os.urandom(32)))
 
 
@@ -253,7 +254,9 @@ def new_event_id() -> str:
     """A random (version 4) UUID. ``uuid.uuid4()`` reads os.urandom each time, which costs more
     than the rest of an event here, so a private generator seeded from it is used (private:
     a host program calling ``random.seed`` must not make two processes emit the same ids)."""
-    return str(uuid.UUID(int=_ID_RANDOM.getrandbits(128), version=4))
+    n = (_ID_RANDOM.getrandbits(128) & _UUID_CLEAR) | _UUID_V4
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 # ---------------------------------------------------------------- builders
@@ -272,12 +275,15 @@ def sha256_of(msg: Message) -> str:
     return h.hexdigest()
 
 
-def message_appended(index: int, msg: Message, capture: Capture) -> MessageAppended:
+def message_appended(
+    index: int, msg: Message, capture: Capture, *, n_bytes: int | None = None
+) -> MessageAppended:
+    """The payload for one appended message (``n_bytes``: its size, if already counted)."""
     full = capture == "full"
     return MessageAppended(
         index=index,
         role=msg.role,
-        bytes=message_bytes(msg),
+        bytes=message_bytes(msg) if n_bytes is None else n_bytes,
         sha256=sha256_of(msg),
         tool_call_id=msg.tool_call_id,
         tool_call_ids=[tc.id for tc in msg.tool_calls],

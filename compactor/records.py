@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -27,6 +27,9 @@ from compactor.anchors import Anchor
 from compactor.safepath import safe_name
 
 log = logging.getLogger(__name__)
+
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+"""An integer the Go original (int64) and the store (BIGINT) can both hold."""
 
 
 class CompactionTier(IntEnum):
@@ -49,8 +52,8 @@ class OffloadEntry(BaseModel):
     tool_call_id: str
     tool_name: str = ""
     file_path: str
-    bytes: int
-    lines: int
+    bytes: Int64
+    lines: Int64
     sha256: str = ""
 
 
@@ -59,10 +62,10 @@ class DroppedMessage(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    index: int
+    index: Int64
     role: str
-    bytes: int
-    tokens: int
+    bytes: Int64
+    tokens: Int64
     tool_call_id: str | None = None
     truncated: bool = False
 
@@ -71,8 +74,8 @@ class SummarizerStats(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     model: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: Int64 = 0
+    output_tokens: Int64 = 0
     latency_ms: float = 0.0
 
 
@@ -96,23 +99,23 @@ class CompactionRecord(BaseModel):
     session_id: str = ""
     timestamp: datetime = Field(default_factory=_now)
     tier: CompactionTier = CompactionTier.NONE
-    tokens_before: int = 0
-    tokens_after: int = 0
-    msgs_before: int = 0
-    msgs_after: int = 0
+    tokens_before: Int64 = 0
+    tokens_after: Int64 = 0
+    msgs_before: Int64 = 0
+    msgs_after: Int64 = 0
     anchors: list[Anchor] = Field(default_factory=list)
     offloaded: list[OffloadEntry] = Field(default_factory=list)
-    summarized: int = 0
-    preserved_tail: int = 0
+    summarized: Int64 = 0
+    preserved_tail: Int64 = 0
     summary_text: str = ""
     compression_ratio: float = 0.0
-    duration: int = 0
+    duration: Int64 = 0
     """Nanoseconds, as Go's ``time.Duration``."""
     error: str = ""
     # Extensions (optional in input).
     trigger: Literal["auto", "manual"] = "auto"
     effective: bool = True
-    context_window: int = 0
+    context_window: Int64 = 0
     fallback: str = ""
     repairs: list[str] = Field(default_factory=list)
     dropped: list[DroppedMessage] = Field(default_factory=list)

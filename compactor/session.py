@@ -107,7 +107,7 @@ class CompactionSession:
         self._new_bytes += n_bytes
         self.history_bytes += n_bytes
         self._track_pairs(msg)
-        self._emit(message_appended(index, msg, self.capture))
+        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes))
 
     def _track_pairs(self, msg: Message) -> None:
         """O(1) bookkeeping of open tool calls, so that only a broken view pays for repair."""
