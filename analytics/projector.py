@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,20 @@ class IngestResult:
         self.seconds += other.seconds
 
 
+@dataclass
+class _Parsed:
+    """One chunk of a spool file, read and validated, not yet committed."""
+
+    path: Path
+    batch: EventBatch
+    bad: list[QuarantinedLine]
+    end: int
+    """Byte offset just after the chunk's last complete line."""
+    end_line: int
+    lines_before: int
+    bytes: int = 0
+
+
 Progress = Callable[[int, int], None]
 """Called with (bytes read so far, bytes to read) during an ingest."""
 
@@ -76,6 +91,21 @@ def parse_line(text: str) -> tuple[Event, str]:
         event = parse_event(text)
         return event, event.model_dump_json()
     return event, text
+
+
+_CANONICAL_START = '{"event_id":'
+_PAYLOAD_KEY = ',"payload":'
+
+
+def _payload_text(text: str, event: Event) -> str:
+    """The payload's JSON text, sliced out of the line when the line is in the layout our
+    serialiser writes (payload last; a bare ``"`` only ever delimits keys and strings, so the
+    first ``,"payload":`` is the key), else serialised again."""
+    if text.startswith(_CANONICAL_START) and text.endswith("}}"):
+        at = text.find(_PAYLOAD_KEY)
+        if at > text.find('"producer":') > 0:
+            return text[at + len(_PAYLOAD_KEY) : -1]
+    return event.payload.model_dump_json()
 
 
 class Projector:
@@ -111,29 +141,29 @@ class Projector:
         total = IngestResult()
         offsets = self.store.offsets()
         todo = self.pending_bytes() if progress else 0
-        for path in self._files():
-            offset, lines = offsets.get(path.name, (0, 0))
-            if path.stat().st_size < offset:
-                offset, lines = 0, 0  # replaced file: re-read; duplicates are skipped by id
-            if path.stat().st_size == offset:
-                continue
-            total.files += 1
-            while True:
-                step = self._ingest_chunk(path, offset, lines)
-                if step is None:
-                    break
-                done, offset, lines = step
-                total.add(done)
-                if progress:
-                    progress(total.bytes_read, todo)
+        # Parsing the next chunk (Python) overlaps committing this one (DuckDB, which releases
+        # the GIL while it works): on two cores that hides most of the parsing time.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool:
+            for path in self._files():
+                offset, lines = offsets.get(path.name, (0, 0))
+                if path.stat().st_size < offset:
+                    offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
+                if path.stat().st_size == offset:
+                    continue
+                total.files += 1
+                pending = pool.submit(self._parse_chunk, path, offset, lines)
+                while (parsed := pending.result()) is not None:
+                    pending = pool.submit(self._parse_chunk, path, parsed.end, parsed.end_line)
+                    total.add(self._commit(parsed))
+                    if progress:
+                        progress(total.bytes_read, todo)
         if checkpoint and total.lines:
             self.store.checkpoint()
         total.seconds = time.perf_counter() - started
         return total
 
-    def _ingest_chunk(
-        self, path: Path, offset: int, lines: int
-    ) -> tuple[IngestResult, int, int] | None:
+    def _parse_chunk(self, path: Path, offset: int, lines: int) -> _Parsed | None:
+        """Read and validate the complete lines after ``offset`` (None: nothing complete)."""
         with path.open("rb") as fh:
             fh.seek(offset)
             data = fh.read(self.chunk_bytes)
@@ -146,23 +176,25 @@ class Projector:
         if end < 0:
             return None
         chunk = data[: end + 1]
-        batch = EventBatch()
-        bad: list[QuarantinedLine] = []
-        n = lines
+        parsed = _Parsed(path, EventBatch(), [], offset + len(chunk), lines, lines_before=lines)
         for raw in chunk.split(b"\n")[:-1]:
-            n += 1
+            parsed.end_line += 1
             if raw.strip():
-                self._parse_into(raw, path.name, n, batch, bad)
-        new_offset = offset + len(chunk)
-        new = self.store.commit_batch(batch, bad, {path.name: (new_offset, n)})
-        result = IngestResult(
-            lines=n - lines,
+                self._parse_into(raw, path.name, parsed.end_line, parsed.batch, parsed.bad)
+        parsed.bytes = len(chunk)
+        return parsed
+
+    def _commit(self, parsed: _Parsed) -> IngestResult:
+        """Events, quarantined lines and the new offset of one chunk, in one transaction."""
+        offsets = {parsed.path.name: (parsed.end, parsed.end_line)}
+        new = self.store.commit_batch(parsed.batch, parsed.bad, offsets)
+        return IngestResult(
+            lines=parsed.end_line - parsed.lines_before,
             new_events=new,
-            duplicates=len(batch) - new,
-            quarantined=len(bad),
-            bytes_read=len(chunk),
+            duplicates=len(parsed.batch) - new,
+            quarantined=len(parsed.bad),
+            bytes_read=parsed.bytes,
         )
-        return result, new_offset, n
 
     @staticmethod
     def _parse_into(
@@ -191,7 +223,7 @@ class Projector:
         batch.session_id.append(event.session_id)
         batch.seq.append(event.seq)
         batch.occurred_at.append(event.occurred_at)
-        batch.raw.append(stored)
+        batch.payload.append(_payload_text(stored, event))
         batch.source.append(source)
         batch.line.append(line)
 

@@ -57,8 +57,8 @@ class EventBatch:
     session_id: list[str] = field(default_factory=list)
     seq: list[int] = field(default_factory=list)
     occurred_at: list[dt.datetime] = field(default_factory=list)
-    raw: list[str] = field(default_factory=list)
-    """Each event as JSON text (the upcast form when it came from an older schema)."""
+    payload: list[str] = field(default_factory=list)
+    """Each event's payload as JSON text (the upcast form when it came from an older schema)."""
     source: list[str] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
 
@@ -87,7 +87,7 @@ _INCOMING_SCHEMA = pa.schema(
         ("session_id", pa.string()),
         ("seq", pa.int64()),
         ("occurred_at", pa.timestamp("us", tz="UTC")),
-        ("raw", pa.string()),
+        ("payload", pa.string()),
         ("source", pa.string()),
         ("line", pa.int64()),
     ]
@@ -210,14 +210,7 @@ class EventStore:
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.register("incoming", incoming)
-            self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
-                SELECT event_id, type, schema_version, session_id, seq, occurred_at,
-                       CAST(json_extract(raw, '$.payload') AS JSON) AS payload, source, line
-                FROM incoming ANTI JOIN events USING (event_id)
-                QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1""")
-            self.con.unregister("incoming")
-            self.con.execute("INSERT INTO events SELECT * FROM batch")
-            new = self._scalar("SELECT count(*) FROM batch")
+            new = self._insert_events(incoming.num_rows)
             if quarantined:
                 self.con.executemany(
                     "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?)",
@@ -239,7 +232,30 @@ class EventStore:
                     "was committed and the spool is untouched: fix the cause and ingest again"
                 ) from exc
             raise
+        finally:
+            for name in ("incoming", "inserted"):
+                with contextlib.suppress(duckdb.Error):
+                    self.con.unregister(name)
         return new
+
+    def _insert_events(self, n_incoming: int) -> int:
+        """Insert ``incoming`` into events (duplicates skipped by the primary key) and leave
+        exactly the new ones in the temp table ``batch`` for the projections."""
+        self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
+            SELECT event_id, type, schema_version, session_id, seq, occurred_at,
+                   CAST(payload AS JSON) AS payload, source, line
+            FROM incoming""")
+        inserted = (
+            self.con.execute("INSERT OR IGNORE INTO events SELECT * FROM batch RETURNING event_id")
+            .arrow()
+            .read_all()
+        )
+        if inserted.num_rows < n_incoming:  # replayed or repeated lines: keep only the new
+            self.con.register("inserted", inserted)
+            self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
+                SELECT * FROM batch SEMI JOIN inserted USING (event_id)
+                QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1""")
+        return int(inserted.num_rows)
 
     def _project(self) -> None:
         for sql in PROJECT_SQL:

@@ -7,6 +7,8 @@ rebuild) give the same tables.
 
 from __future__ import annotations
 
+import json
+
 BASE_DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS events (
@@ -78,7 +80,39 @@ _ANCHORS = '[{"type":"VARCHAR","content":"VARCHAR"}]'
 _NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable', '[redacted]')"
 
 # Each statement reads the new events of this commit from the temp table ``batch``.
+_MESSAGE = json.dumps(
+    {
+        "index": "BIGINT",
+        "sha256": "VARCHAR",
+        "role": "VARCHAR",
+        "bytes": "BIGINT",
+        "tool_call_id": "VARCHAR",
+        "tool_call_ids": "JSON",
+        "tool_names": "JSON",
+        "tool_calls": "JSON",
+        "is_error": "BOOLEAN",
+        "name": "VARCHAR",
+        "content": "VARCHAR",
+    }
+)
+
+_USAGE = json.dumps(
+    {
+        "turn": "BIGINT",
+        "estimated_input_tokens": "BIGINT",
+        "input_tokens": "BIGINT",
+        "output_tokens": "BIGINT",
+        "cache_read_tokens": "BIGINT",
+        "cache_creation_tokens": "BIGINT",
+        "model": "VARCHAR",
+    }
+)
+
 PROJECT_SQL: tuple[str, ...] = (
+    # message_appended payloads parsed once, for message_blobs and messages
+    f"""CREATE OR REPLACE TEMP TABLE batch_messages AS
+      SELECT session_id, seq, occurred_at, event_id, json_transform(payload, '{_MESSAGE}') AS p
+      FROM batch WHERE type = 'message_appended'""",
     """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
         TRY_CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
         payload->>'parent_session_id', payload->>'capture', payload->>'source',
@@ -89,9 +123,8 @@ PROJECT_SQL: tuple[str, ...] = (
         WHERE type = 'session_deleted' GROUP BY session_id) d
       WHERE sessions.session_id = d.session_id""",
     """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
-        SELECT payload->>'sha256' AS sha, payload->>'role' AS role,
-               TRY_CAST(payload->>'bytes' AS BIGINT) AS bytes, payload->>'content' AS content
-        FROM batch WHERE type = 'message_appended'
+        SELECT (p).sha256 AS sha, (p).role AS role, (p).bytes AS bytes, (p).content AS content
+        FROM batch_messages
         UNION ALL
         SELECT s.sha256, s.role, s.bytes, s.content FROM (
             SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
@@ -101,12 +134,11 @@ PROJECT_SQL: tuple[str, ...] = (
                strlen(payload->>'system_prompt'), payload->>'system_prompt'
         FROM batch WHERE type = 'session_started')
       WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC),
-    """INSERT OR IGNORE INTO messages SELECT session_id, TRY_CAST(payload->>'index' AS BIGINT),
-        payload->>'sha256', payload->>'role', TRY_CAST(payload->>'bytes' AS BIGINT),
-        payload->>'tool_call_id', payload->'tool_call_ids', payload->'tool_names',
-        payload->'tool_calls', TRY_CAST(payload->>'is_error' AS BOOLEAN), payload->>'name', seq,
-        occurred_at, event_id
-      FROM batch WHERE type = 'message_appended'""",
+    """INSERT OR IGNORE INTO messages SELECT session_id, (p).index, (p).sha256, (p).role,
+        (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names, (p).tool_calls,
+        (p).is_error, (p).name, seq, occurred_at, event_id
+      FROM batch_messages""",
+    "DROP TABLE batch_messages",
     """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
         TRY_CAST(r->>'tier' AS INTEGER),
         ['None', 'Warn', 'Soft', 'Full', 'Emergency'][TRY_CAST(r->>'tier' AS INTEGER) + 1],
@@ -155,13 +187,11 @@ PROJECT_SQL: tuple[str, ...] = (
         TRY_CAST(payload->>'bytes' AS BIGINT), TRY_CAST(payload->>'lines' AS BIGINT),
         payload->>'sha256', occurred_at, event_id
       FROM batch WHERE type = 'tool_result_offloaded'""",
-    """INSERT OR IGNORE INTO usage SELECT session_id, seq, TRY_CAST(payload->>'turn' AS BIGINT),
-        TRY_CAST(payload->>'estimated_input_tokens' AS BIGINT),
-        TRY_CAST(payload->>'input_tokens' AS BIGINT), TRY_CAST(payload->>'output_tokens' AS BIGINT),
-        TRY_CAST(payload->>'cache_read_tokens' AS BIGINT),
-        TRY_CAST(payload->>'cache_creation_tokens' AS BIGINT), payload->>'model', occurred_at,
-        event_id
-      FROM batch WHERE type = 'usage_reported'""",
+    f"""INSERT OR IGNORE INTO usage SELECT session_id, seq, (u).turn,
+        (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
+        (u).cache_creation_tokens, (u).model, occurred_at, event_id
+      FROM (SELECT *, json_transform(payload, '{_USAGE}') AS u
+            FROM batch WHERE type = 'usage_reported')""",
 )
 
 __all__ = ["BASE_DDL", "PROJECTIONS", "PROJECTION_DDL", "PROJECT_SQL", "TABLES"]
