@@ -241,10 +241,7 @@ class EventStore:
     def _insert_events(self, n_incoming: int) -> int:
         """Insert ``incoming`` into events (duplicates skipped by the primary key) and leave
         exactly the new ones in the temp table ``batch`` for the projections."""
-        self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
-            SELECT event_id, type, schema_version, session_id, seq, occurred_at,
-                   CAST(payload AS JSON) AS payload, source, line
-            FROM incoming""")
+        self.con.execute("CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM incoming")
         inserted = (
             self.con.execute("INSERT OR IGNORE INTO events SELECT * FROM batch RETURNING event_id")
             .arrow()

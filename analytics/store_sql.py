@@ -2,7 +2,8 @@
 
 Every projection statement reads the events of one commit from the temp table ``batch`` and is
 a pure function of them, so projecting batch by batch and projecting all events at once (a
-rebuild) give the same tables.
+rebuild) give the same tables. ``batch`` only ever holds events new to the store (the events
+table's primary key decides), so projections keyed by event need no constraints of their own.
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ CREATE TABLE IF NOT EXISTS anchor_items (
 CREATE TABLE IF NOT EXISTS offloads (
     record_id VARCHAR, session_id VARCHAR, tool_call_id VARCHAR, tool_name VARCHAR,
     file_path VARCHAR, bytes BIGINT, lines BIGINT, sha256 VARCHAR, occurred_at TIMESTAMPTZ,
-    event_id VARCHAR PRIMARY KEY);
+    event_id VARCHAR);
 CREATE TABLE IF NOT EXISTS usage (
     session_id VARCHAR, seq BIGINT, turn BIGINT, estimated_input_tokens BIGINT,
     input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT,
     cache_creation_tokens BIGINT, model VARCHAR, occurred_at TIMESTAMPTZ,
-    event_id VARCHAR PRIMARY KEY);
+    event_id VARCHAR);
 """
 
 PROJECTIONS = (
@@ -182,12 +183,12 @@ PROJECT_SQL: tuple[str, ...] = (
             FROM (SELECT *, unnest(json_transform(payload->'record'->'anchors', '{an}')) AS a
                   FROM batch WHERE type = 'compaction_recorded'))))
       WHERE lower(trim(item, ' .')) NOT IN {na}""".replace("{an}", _ANCHORS).replace("{na}", _NA),
-    """INSERT OR IGNORE INTO offloads SELECT payload->>'record_id', session_id,
+    """INSERT INTO offloads SELECT payload->>'record_id', session_id,
         payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
         TRY_CAST(payload->>'bytes' AS BIGINT), TRY_CAST(payload->>'lines' AS BIGINT),
         payload->>'sha256', occurred_at, event_id
       FROM batch WHERE type = 'tool_result_offloaded'""",
-    f"""INSERT OR IGNORE INTO usage SELECT session_id, seq, (u).turn,
+    f"""INSERT INTO usage SELECT session_id, seq, (u).turn,
         (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
         (u).cache_creation_tokens, (u).model, occurred_at, event_id
       FROM (SELECT *, json_transform(payload, '{_USAGE}') AS u
