@@ -59,7 +59,22 @@ class ByteEstimator:
         return n_bytes // 4
 
 
-class CalibratedEstimator:
+class _Calibrating:
+    """What both calibrating estimators share: the forgetting rate, a lock, a report count."""
+
+    def __init__(self, alpha: float) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha={alpha!r} must be in (0, 1]")
+        self._alpha = alpha
+        self._observations = 0
+        self._lock = threading.Lock()
+
+    @property
+    def observations(self) -> int:
+        return self._observations
+
+
+class CalibratedEstimator(_Calibrating):
     """bytes // 4 scaled by an exponentially weighted ratio of reported to estimated tokens.
 
     ``observe(estimated, reported)`` is fed from provider usage after each call. The factor is
@@ -68,12 +83,8 @@ class CalibratedEstimator:
     """
 
     def __init__(self, *, alpha: float = 0.3, initial_factor: float = 1.0) -> None:
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha={alpha!r} must be in (0, 1]")
-        self._alpha = alpha
+        super().__init__(alpha)
         self._factor = initial_factor
-        self._observations = 0
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -82,10 +93,6 @@ class CalibratedEstimator:
     @property
     def factor(self) -> float:
         return self._factor
-
-    @property
-    def observations(self) -> int:
-        return self._observations
 
     def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
         """Record one (estimate, provider-reported) pair; ignores non-positive values."""
@@ -103,7 +110,7 @@ class CalibratedEstimator:
         return int((n_bytes // 4) * self._factor)
 
 
-class OverheadCalibratedEstimator:
+class OverheadCalibratedEstimator(_Calibrating):
     """``slope * bytes // 4 + overhead``, fitted to provider reports by weighted least squares.
 
     Providers count prompt tokens the messages do not show: the system prompt and tool schemas
@@ -115,22 +122,14 @@ class OverheadCalibratedEstimator:
     """
 
     def __init__(self, *, alpha: float = 0.05) -> None:
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha={alpha!r} must be in (0, 1]")
-        self._alpha = alpha
+        super().__init__(alpha)
         self._sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # weight, x, y, xx, xy
-        self._observations = 0
         self.slope = 1.0
         self.overhead = 0.0
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
         return f"bytes/4*{self.slope:.3f}+{self.overhead:.0f}"
-
-    @property
-    def observations(self) -> int:
-        return self._observations
 
     def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
         """Record one (estimate, provider-reported) pair; ignores non-positive values."""

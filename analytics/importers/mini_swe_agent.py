@@ -26,7 +26,7 @@ from analytics.importers.reading import (
     SourceFile,
     as_dict,
     describe,
-    load_json_document,
+    load_json_object,
     opt_int,
     opt_str,
 )
@@ -41,9 +41,7 @@ def iter_mini_swe_agent_sessions(
 ) -> Iterator[ImportedSession]:
     """The one session of a trajectory file; ``document`` if the caller already parsed it."""
     src = SourceFile.of(path, report)
-    doc = load_json_document(path) if document is None else document
-    if not isinstance(doc, dict):
-        raise TranscriptError(str(path), f"expected a JSON object, got {describe(doc)}")
+    doc = load_json_object(path, document)
     raws = doc.get("messages")
     if not isinstance(raws, list):
         raise TranscriptError(str(path), f"'messages' should be a list, got {describe(raws)}")

@@ -84,6 +84,14 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def load_json_object(path: Path, document: object | None = None) -> dict[str, Any]:
+    """The file's top-level JSON object (``document`` if the caller already parsed it)."""
+    doc = load_json_document(path) if document is None else document
+    if not isinstance(doc, dict):
+        raise TranscriptError(str(path), f"expected a JSON object, got {describe(doc)}")
+    return doc
+
+
 def load_json_document(path: Path) -> Any:
     """Parse the whole file as one JSON document (once); clear errors for truncated or bad JSON."""
     try:

@@ -29,7 +29,7 @@ from analytics.importers.reading import (
     as_dict,
     as_list,
     describe,
-    load_json_document,
+    load_json_object,
 )
 from analytics.importers.session import ImportedSession
 from compactor import Message
@@ -40,9 +40,7 @@ def iter_swe_agent_sessions(
 ) -> Iterator[ImportedSession]:
     """The one session of a ``.traj`` file; ``document`` if the caller already parsed it."""
     src = SourceFile.of(path, report)
-    doc = load_json_document(path) if document is None else document
-    if not isinstance(doc, dict):
-        raise TranscriptError(str(path), f"expected a JSON object, got {describe(doc)}")
+    doc = load_json_object(path, document)
     history = doc.get("history")
     if not isinstance(history, list):
         raise TranscriptError(
