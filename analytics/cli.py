@@ -8,6 +8,7 @@ or the store unusable (one line saying why and what to do), 2 usage.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -125,12 +126,13 @@ def demo(
     )
     totals: dict[CompactionTier, int] = dict.fromkeys(CompactionTier, 0)
     problems = 0
+    run = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")  # each run its own sessions
     for k in range(sessions):
         msgs = generate_session(seed + k)
         session = CompactionSession(
             base,
             SYSTEM_PROMPT,
-            session_id=f"demo-{seed + k}",
+            session_id=f"demo-{seed + k}-{run}",
             event_sink=sink,
             agent="synthetic",
             source="demo",
@@ -148,9 +150,15 @@ def demo(
                     console.print(format_notification(record), highlight=False)
             session.append(m)
         session.close()
+    with _handled():
+        report = run_ingest(root)
+    ingest_summary(report)
     _summary(totals, root, problems)
     if not no_browser:
-        console.print("[dim]The app arrives with a later release; events are in the spool.[/]")
+        console.print(
+            "[dim]The app arrives with a later release; explore the store meanwhile with "
+            f"`compactlens stats --home {root}` or `compactlens export parquet DIR`.[/]"
+        )
 
 
 def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> None:
