@@ -74,7 +74,8 @@ class CompactionSession:
         self._prefix_bytes = 0
         self._upto = 0
         self._new_bytes = 0
-        self._last_noop: tuple[CompactionTier, int] | None = None
+        self._last_noop: CompactionTier | None = None
+        """The tier of the no-op streak in progress: one event per streak, not one per turn."""
         self._last_view_bytes = 0
         self._open_calls: set[str] = set()
         self._needs_repair = False
@@ -191,7 +192,7 @@ class CompactionSession:
     def _apply(self, outcome: CompactionOutcome) -> list[Message]:
         record = outcome.record
         index = self._view_index()
-        key = (record.tier, len(self.history))
+        key = record.tier
         if record.effective or key != self._last_noop:
             self._emit(compaction_recorded(outcome, index, self.capture))
             for payload in offload_events(record):
