@@ -405,6 +405,14 @@ class ProgressiveCompactor:
         self._offload_range(work, 0, len(work.view))
         self._truncate(work, self.config.emergency_target)
         work.tier = CompactionTier.EMERGENCY
+        ratio = self._ratio(work.view)
+        if ratio > self.config.emergency_target:
+            work.errors.append(
+                f"still at {ratio:.0%} of the window after truncation: the system prompt, the "
+                "task, the newest exchange and any reserved or calibrated overhead alone exceed "
+                f"the {self.config.emergency_target:.0%} target; this window is too small for "
+                "this agent"
+            )
 
     def _truncate(self, work: _Work, target: float) -> None:
         cut = self.fallback.truncate(work.view, target)

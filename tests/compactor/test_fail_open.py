@@ -158,3 +158,19 @@ def test_offload_hook_fails_open(tmp_path: Path) -> None:
     assert hook(big) is big
     assert hook.errors
     assert "t2" in hook.errors[0]
+
+
+def test_emergency_says_so_when_the_window_is_too_small_for_the_agent(tmp_path: Path) -> None:
+    msgs = [Message(role="system", content="s" * 40_000), *conversation(3)[1:]]
+    pc = ProgressiveCompactor(
+        ScriptedSummarizer(),
+        window_for(msgs, 0.97),
+        offloader=CompactionOffloader(tmp_path, "s1"),
+        session_id="s1",
+    )
+    view, record = pc.compact_with_record(msgs)
+    assert record.tier == CompactionTier.EMERGENCY
+    assert record.error.startswith("emergency fallback: forced truncation; still at ")
+    assert "this window is too small for this agent" in record.error
+    assert view[0] == msgs[0]
+    assert validate_history(view) == []
