@@ -28,6 +28,9 @@ class CompactorConfig(BaseModel):
         task_max_fraction: the task message is middle-truncated to this fraction of the window
             in compaction messages and emergency views.
         summarizer_timeout_s: a summariser call that takes longer fails over to the fallback.
+        soft_min_gain: Soft summarises the whole head instead of its older half when that half
+            holds less than this fraction of the context in new messages (a summary of it would
+            barely reduce anything, and an LLM call costs money).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -45,6 +48,7 @@ class CompactorConfig(BaseModel):
     fallback_target: float = Field(0.50, gt=0, le=1)
     task_max_fraction: float = Field(0.25, gt=0, le=1)
     summarizer_timeout_s: float = Field(120.0, gt=0)
+    soft_min_gain: float = Field(0.05, ge=0, le=1)
 
     @model_validator(mode="after")
     def _check_order(self) -> CompactorConfig:

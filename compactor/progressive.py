@@ -58,7 +58,13 @@ from compactor.summarize import (
     SummaryResult,
     as_summarizer,
 )
-from compactor.tiers import context_ratio, soft_midpoint, split_head_tail, tier_for_ratio
+from compactor.tiers import (
+    Split,
+    context_ratio,
+    soft_midpoint,
+    split_head_tail,
+    tier_for_ratio,
+)
 from compactor.tokens import ByteEstimator, TokenEstimator, message_bytes
 
 log = logging.getLogger(__name__)
@@ -270,7 +276,7 @@ class ProgressiveCompactor:
         else:
             cut = split.tail_start
             if tier == CompactionTier.SOFT:
-                cut = soft_midpoint(work.view, split)
+                cut = self._soft_cut(work, split)
             ok = yield from self._summarise(work, split.head_start, cut)
             if not ok:
                 return self._outcome(work, effective=bool(work.fallback))
@@ -278,6 +284,16 @@ class ProgressiveCompactor:
             work.fallback.append("escalated to emergency")
             self._emergency(work)
         return self._outcome(work)
+
+    def _soft_cut(self, work: _Work, split: Split) -> int:
+        """The Soft midpoint, widened to the whole head when the older half holds too little
+        new content (little more than the last compaction message) for a summary to pay."""
+        cut = soft_midpoint(work.view, split)
+        fresh = [m for m in work.view[split.head_start : cut] if not is_compaction_message(m)]
+        if self.tokens(fresh) < self.config.soft_min_gain * work.tokens_before:
+            work.fallback.append("soft widened to the whole head")
+            return split.tail_start
+        return cut
 
     def _summarise(
         self, work: _Work, start: int, cut: int
