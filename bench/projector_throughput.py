@@ -53,7 +53,6 @@ from compactor import (
     parse_event,
 )
 from compactor.events import current_producer, message_appended
-from compactor.session import replay_into
 from compactor.tokens import message_bytes
 
 EVENTS = 1_000_000
@@ -96,7 +95,10 @@ def real_material(tmp: Path) -> tuple[list[list[Message]], list[Compaction]]:
             ExtractiveSummarizer(), 32_000, offloader=CompactionOffloader(tmp, "pool")
         )
         session = CompactionSession(compactor, msgs[0], session_id=f"pool-{seed}", event_sink=sink)
-        replay_into(session, msgs[1:])
+        for msg in msgs[1:]:
+            if msg.role == "assistant":
+                session.prepare()  # each model call, as a live agent
+            session.append(msg)
         for event in sink.events:
             if isinstance(event.payload, CompactionRecorded):
                 compactions.append(Compaction(event.payload, []))

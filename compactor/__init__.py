@@ -88,7 +88,7 @@ from compactor.records import (
     read_record_file,
 )
 from compactor.safepath import safe_name
-from compactor.session import CompactionSession, replay_into
+from compactor.session import CompactionSession
 from compactor.sinks import EventSink, MemorySink, SpoolSink
 from compactor.summarize import (
     ChatCompletion,
@@ -200,7 +200,6 @@ __all__ = [
     "read_record_file",
     "redact_record",
     "repair_orphaned_tool_pairs",
-    "replay_into",
     "safe_name",
     "sha256_of",
     "split_head_tail",

@@ -115,6 +115,8 @@ class ProgressiveCompactor:
         self.summarizer = as_summarizer(summarizer)
         self.context_window = context_window
         self.config = config or CompactorConfig()
+        if not session_id and offloader is not None:
+            session_id = offloader.session_id  # the offloader already names the session
         self.session_id = session_id
         self.offloader = (
             offloader.for_session(session_id)

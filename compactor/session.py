@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from compactor.events import (
@@ -288,15 +288,3 @@ class CompactionSession:
         except Exception as exc:
             self.sink_errors += 1
             self.last_sink_error = f"{type(exc).__name__}: {exc}"
-
-
-def replay_into(session: CompactionSession, msgs: Sequence[Message]) -> list[CompactionRecord]:
-    """Append ``msgs`` one by one, preparing before each assistant message (each model call)."""
-    out: list[CompactionRecord] = []
-    for m in msgs:
-        if m.role == "assistant":
-            _view, record = session.prepare()
-            if record.tier != CompactionTier.NONE:
-                out.append(record)
-        session.append(m)
-    return out

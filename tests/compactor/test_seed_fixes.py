@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from compactor import (
     AnchorType,
     CompactionOffloader,
     CompactionRecord,
+    CompactionRecorded,
     CompactionSession,
     CompactionTier,
     CompactorConfig,
@@ -242,21 +242,26 @@ def test_9_nothing_to_compact_is_recorded_as_noop(tmp_path: Path) -> None:
         Message(role="assistant", content="ok"),
     ]
     store = JsonlRecordStore(tmp_path / "records")
-    pc = ProgressiveCompactor(ScriptedSummarizer(), 1000, record_store=store, session_id="s1")
+    pc = ProgressiveCompactor(
+        ScriptedSummarizer(), window_for(msgs, 0.85), record_store=store, session_id="s1"
+    )
+    assert pc.determine_tier(msgs) == CompactionTier.FULL  # decided, but the tail is everything
+    view, record = pc.compact_with_record(msgs)
+    assert record.tier == CompactionTier.FULL
+    assert record.effective is False
+    assert view == msgs
+    assert (record.summarized, record.tokens_after) == (0, record.tokens_before)
+    assert store.list("s1") == []
     sink = MemorySink()
-    session = CompactionSession(pc, None, session_id="s1", event_sink=sink)
-    session.extend(msgs)
-    _view, record = session.prepare()
-    assert record.tier == CompactionTier.EMERGENCY or record.tier == CompactionTier.FULL
-    direct_view, direct = pc.compact_with_record(msgs[:2] + msgs[2:])
-    if direct.tier != CompactionTier.EMERGENCY:
-        assert direct.effective is False and direct_view == msgs
-    full = pc.compact_detailed(msgs, tier=CompactionTier.FULL)
-    assert full.record.effective is False and full.record.tier == CompactionTier.FULL
-    assert full.view == msgs and full.record.summarized == 0
-    assert store.list("s1") == [r for r in store.list("s1") if r.effective]
-    events = sink.of_type("compaction_recorded")
-    assert events, "a no-op is still emitted as an event"
+    session = CompactionSession(pc, msgs[0], session_id="s1", event_sink=sink)
+    session.extend(msgs[1:])
+    session.prepare()
+    session.prepare()
+    (event,) = sink.of_type("compaction_recorded")  # emitted once for the streak, not stored
+    assert isinstance(event.payload, CompactionRecorded)
+    assert event.payload.record.effective is False
+    assert session.noops_suppressed == 1
+    assert store.list("s1") == []
 
 
 def test_10_offload_names_are_sanitised_and_idempotent_across_restarts(tmp_path: Path) -> None:
@@ -365,4 +370,12 @@ def test_assistant_tool_call_arguments_count_in_tokens() -> None:
     call = ToolCall(id="abcd", name="bash", arguments='{"command": "ls"}')
     msg = Message(role="assistant", content="", tool_calls=(call,))
     assert estimate_tokens([msg]) == (4 + 4 + len(call.arguments)) // 4
-    assert os.sep == "/"
+
+
+def test_8_compactor_adopts_the_offloaders_session_when_given_none(tmp_path: Path) -> None:
+    pc = ProgressiveCompactor(
+        ScriptedSummarizer(), 1000, offloader=CompactionOffloader(tmp_path, "session-1")
+    )
+    assert pc.session_id == "session-1"
+    assert pc.offloader is not None
+    assert pc.offloader.session_dir.name == "session-1"
