@@ -5,7 +5,8 @@ order, hidden entries skipped: the same walk as ``analytics.importers.import_pat
 progress can be counted in files. ``iter_file`` reads one file with the importers: conversations
 become ``ImportedSession``s, harness9 record files (detected, or named with ``--format``) become
 ``CompactionRecord``s. Every problem becomes an ``ImportIssue``; nothing here raises for bad
-input, and nothing here writes.
+input, and nothing here writes. ``skipped_issues`` tells the files found in a folder that are
+simply not transcripts (skipped) from the rejected ones.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from analytics.importers import (
     ImportIssue,
     TranscriptFormat,
     detect_format,
+    issue_of,
     iter_records,
     iter_sessions,
     transcript_files,
@@ -54,9 +56,21 @@ def iter_file(file: Path, fmt: FormatChoice, issues: list[ImportIssue]) -> Itera
         if fmt == "auto" and not yielded and _holds_records(file):
             yield from _records(file, issues)
         else:
-            issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+            issues.append(issue_of(exc))
     except Exception as exc:  # an importer bug must not end a batch of thousands of files
         issues.append(_unexpected(file, exc))
+
+
+def skipped_issues(
+    paths: Sequence[str | os.PathLike[str]], issues: Sequence[ImportIssue]
+) -> list[ImportIssue]:
+    """The issues of files found by walking a folder that are simply not transcripts.
+
+    Those files are skipped, not rejected; a file named in ``paths`` is rejected whatever the
+    reason, since the user asked for it.
+    """
+    named = {str(Path(p)) for p in paths}
+    return [i for i in issues if i.unrecognised and i.path not in named]
 
 
 def _holds_records(file: Path) -> bool:
@@ -70,7 +84,7 @@ def _records(file: Path, issues: list[ImportIssue]) -> Iterator[CompactionRecord
     try:
         yield from iter_records(file, issues=issues)
     except TranscriptError as exc:
-        issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+        issues.append(issue_of(exc))
     except Exception as exc:
         issues.append(_unexpected(file, exc))
 

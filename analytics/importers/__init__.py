@@ -11,6 +11,7 @@ from analytics.importers.detect import detect_format
 from analytics.importers.importing import (
     import_path,
     import_records,
+    issue_of,
     iter_path,
     iter_records,
     iter_sessions,
@@ -36,6 +37,7 @@ __all__ = [
     "detect_format",
     "import_path",
     "import_records",
+    "issue_of",
     "iter_path",
     "iter_records",
     "iter_sessions",

@@ -17,7 +17,14 @@ from typing import Any
 
 from analytics.errors import UnknownFormatError
 from analytics.importers.harness9_records import looks_like_record
-from analytics.importers.reading import first_jsonl_objects, load_json_document, read_head
+from analytics.importers.json_text import parse_json
+from analytics.importers.reading import (
+    Reporter,
+    describe,
+    first_jsonl_objects,
+    load_json_document,
+    read_head,
+)
 from analytics.importers.session import FORMATS, TranscriptFormat
 
 _MINI = re.compile(r'"trajectory_format"\s*:\s*"mini-swe-agent|"mini_version"\s*:')
@@ -49,11 +56,20 @@ def detect_format(path: str | os.PathLike[str]) -> TranscriptFormat:
     return detect(Path(path)).format
 
 
-def detect(path: Path) -> Detection:
+def detect(path: Path, report: Reporter | None = None) -> Detection:
+    """The format of the file; a document parsed on the way is kept, and its problems that do
+    not stop the import (replaced characters) go to ``report``."""
     head = read_head(path)
     text = head.lstrip()
     if text[:1] in ("{", "["):
-        return _detect_json(path, text)
+        return _detect_json(path, text, report)
+    scalar = _json_scalar(text)
+    if scalar is not None:
+        raise UnknownFormatError(
+            str(path),
+            f"the file is one JSON value ({scalar}), not a transcript (expected a JSON object or "
+            f"list, JSON Lines or aider chat markdown); {_HINT}",
+        )
     if _AIDER_HEADER.search(head):
         return Detection("aider")
     if path.suffix == ".md" and _AIDER_USER.search(head):
@@ -64,24 +80,56 @@ def detect(path: Path) -> Detection:
     )
 
 
-def _detect_json(path: Path, text: str) -> Detection:
+def _detect_json(path: Path, text: str, report: Reporter | None) -> Detection:
     records = first_jsonl_objects(path)
     if records:
         fmt = next((f for f in map(classify_object, records) if f is not None), None)
         if fmt is None:
-            keys = ", ".join(sorted(records[0])[:8])
+            first = records[0]
+            keys = f"keys {', '.join(sorted(first)[:8])}" if first else "no keys ({})"
             raise UnknownFormatError(
-                str(path), f"JSON objects with keys {keys} match no transcript format; {_HINT}"
+                str(path),
+                f"JSON objects with {keys} match no transcript format; {_misplaced(first)}{_HINT}",
             )
         return Detection(fmt)
     sniffed = _sniff_document(text)
     if sniffed is not None:
         return Detection(sniffed)
-    doc = load_json_document(path)
+    doc = load_json_document(path, report)
     fmt = classify_document(doc)
     if fmt is None:
-        raise UnknownFormatError(str(path), f"{_shape(doc)} matches no transcript format; {_HINT}")
+        raise UnknownFormatError(
+            str(path), f"{_shape(doc)} matches no transcript format; {_misplaced(doc)}{_HINT}"
+        )
     return Detection(fmt, doc)
+
+
+def _json_scalar(text: str) -> str | None:
+    """``null``, ``42``, ``"text"``...: a whole file that is one JSON scalar, described."""
+    if len(text) > 1024 or text[:1] not in '"-0123456789tfn':
+        return None
+    try:
+        value = parse_json(text).value
+    except ValueError:
+        return None
+    return None if isinstance(value, dict | list) else describe(value)
+
+
+def _misplaced(doc: object) -> str:
+    """A hint when a transcript key is there with the wrong kind of value."""
+    if isinstance(doc, dict):
+        for key in ("messages", "traj", "history"):
+            if key in doc and not isinstance(doc[key], list):
+                return f"'{key}' should be a list of messages, got {describe(doc[key])}; "
+    return ""
+
+
+def looks_like_aider(head: str) -> bool:
+    """True for text with an aider chat header or a ``#### `` user line (and not JSON): what
+    ``--format aider`` requires before reading a file as a chat."""
+    if head.lstrip()[:1] in ("{", "["):
+        return False
+    return bool(_AIDER_HEADER.search(head) or _AIDER_USER.search(head))
 
 
 def _sniff_document(text: str) -> TranscriptFormat | None:
@@ -131,6 +179,8 @@ def classify_document(doc: object) -> TranscriptFormat | None:
 
 def _shape(doc: object) -> str:
     if isinstance(doc, dict):
+        if not doc:
+            return "an empty JSON object ({}, no keys)"
         return f"a JSON object with keys {', '.join(sorted(doc)[:8])}"
     if isinstance(doc, list):
         if not doc:

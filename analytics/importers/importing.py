@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from analytics.errors import TranscriptError
+from analytics.errors import TranscriptError, UnknownFormatError
 from analytics.importers.aider import iter_aider_sessions
 from analytics.importers.claude_code import iter_claude_code_sessions
-from analytics.importers.detect import Detection, detect
+from analytics.importers.detect import Detection, detect, looks_like_aider
 from analytics.importers.harness9_records import iter_harness9_records
 from analytics.importers.mini_swe_agent import iter_mini_swe_agent_sessions
 from analytics.importers.openai_chat import iter_openai_sessions
@@ -54,14 +55,15 @@ def iter_sessions(
     ``TranscriptError`` naming the file, the line where there is one, and why.
     """
     file = Path(path)
-    detection = _resolve(file, format)
+    report = _reporter(file, issues)
+    detection = _resolve(file, format, report)
     if detection.format == "harness9-records":
         raise TranscriptError(
             str(file),
             "holds harness9 compaction records, not a conversation; import it with "
             "iter_records (--format harness9-records)",
         )
-    yield from _IMPORTERS[detection.format](file, _reporter(file, issues), detection.document)
+    yield from _IMPORTERS[detection.format](file, report, detection.document)
 
 
 def iter_records(
@@ -84,7 +86,17 @@ def iter_path(
         try:
             yield from iter_sessions(file, format, issues=issues)
         except TranscriptError as exc:
-            issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+            issues.append(issue_of(exc))
+
+
+def issue_of(exc: TranscriptError) -> ImportIssue:
+    """The issue for a file that could not be imported at all."""
+    return ImportIssue(
+        path=exc.path,
+        line=exc.line,
+        reason=exc.reason,
+        unrecognised=isinstance(exc, UnknownFormatError),
+    )
 
 
 def import_path(
@@ -106,19 +118,34 @@ def import_records(
         try:
             records.extend(iter_records(file, issues=issues))
         except TranscriptError as exc:
-            issues.append(ImportIssue(path=exc.path, line=exc.line, reason=exc.reason))
+            issues.append(issue_of(exc))
     return records, issues
 
 
-def _resolve(file: Path, format: FormatChoice) -> Detection:
+def _resolve(file: Path, format: FormatChoice, report: Reporter) -> Detection:
     if format == "auto":
-        return detect(file)
+        return detect(file, report)
     if format not in FORMATS:
         raise ValueError(
             f"unknown format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}"
         )
-    read_head(file)  # empty, binary or unreadable files fail the same way whatever the format
+    head = read_head(
+        file
+    )  # empty, binary or unreadable files fail the same way whatever the format
+    if format == "aider" and not looks_like_aider(head):
+        raise UnknownFormatError(
+            str(file),
+            "--format aider: no '# aider chat started at' header and no '#### ' user line in "
+            f"the first {len(head):,} characters; {_seen(head)}, not aider chat markdown",
+        )
     return Detection(format)
+
+
+def _seen(head: str) -> str:
+    text = head.lstrip()
+    if text[:1] in ("{", "["):
+        return "the file is JSON"
+    return f"the file starts {text.splitlines()[0][:60]!r}" if text else "the file is blank"
 
 
 def transcript_files(
@@ -129,19 +156,45 @@ def transcript_files(
     roots = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     for root in map(Path, roots):
         if root.is_dir():
-            yield from _walk(root)
+            yield from _walk(root, issues)
         elif root.is_file():
             yield root
+        elif root.exists():
+            issues.append(_not_regular(root, "nothing to import"))
         else:
             issues.append(ImportIssue(path=str(root), reason="no such file or directory"))
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, issues: list[ImportIssue]) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith("."):
-                yield Path(dirpath) / name
+            if name.startswith("."):
+                continue
+            file = Path(dirpath) / name
+            if file.is_file():  # never open a FIFO, socket or device: reading one can block
+                yield file
+            elif file.exists():  # a dangling symlink is neither: os.walk still lists it
+                issues.append(_not_regular(file, "skipped"))
+            else:
+                reason = "a broken symbolic link (its target does not exist); skipped"
+                issues.append(ImportIssue(path=str(file), reason=reason, unrecognised=True))
+
+
+def _not_regular(path: Path, outcome: str) -> ImportIssue:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = 0
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    kind = next((name for test, name in kinds if test(mode)), "")
+    reason = f"not a regular file{f' ({kind})' if kind else ''}; {outcome}"
+    return ImportIssue(path=str(path), reason=reason, unrecognised=True)
 
 
 def _reporter(file: Path, issues: list[ImportIssue] | None) -> Reporter:

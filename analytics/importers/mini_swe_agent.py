@@ -41,7 +41,7 @@ def iter_mini_swe_agent_sessions(
 ) -> Iterator[ImportedSession]:
     """The one session of a trajectory file; ``document`` if the caller already parsed it."""
     src = SourceFile.of(path, report)
-    doc = load_json_object(path, document)
+    doc = load_json_object(path, document, report)
     raws = doc.get("messages")
     if not isinstance(raws, list):
         raise TranscriptError(str(path), f"'messages' should be a list, got {describe(raws)}")

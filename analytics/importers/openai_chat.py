@@ -74,7 +74,7 @@ def iter_openai_sessions(
     if document is None and first_jsonl_objects(path):
         yield from _jsonl_sessions(src)
         return
-    doc = load_json_document(path) if document is None else document
+    doc = load_json_document(path, report) if document is None else document
     yield from _document_sessions(src, doc)
 
 

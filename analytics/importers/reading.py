@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from analytics.errors import TranscriptError
+from analytics.errors import TranscriptError, UnknownFormatError
+from analytics.importers.json_text import BOM, JsonTooDeepError, line_of, parse_json
 from analytics.importers.session import ImportIssue
 
 HEAD_BYTES = 64 * 1024
@@ -53,19 +54,19 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
             at_end = not fh.read(1)
     except OSError as exc:
         raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
-    if not raw.strip():
+    if not raw.removeprefix(BOM.encode()).strip():
         reason = "the file is empty" if not raw else "the file holds only whitespace"
-        raise TranscriptError(str(path), f"{reason}; nothing to import")
+        raise UnknownFormatError(str(path), f"{reason}; nothing to import")
     nul = raw.find(b"\x00")
     if nul >= 0:
-        raise TranscriptError(
+        raise UnknownFormatError(
             str(path), f"binary file (NUL byte at offset {nul}); not a text transcript, skipped"
         )
     try:
         # final=False when the head is cut mid-file: a character split at the cut is not an error.
         return codecs.getincrementaldecoder("utf-8")().decode(raw, final=at_end).lstrip("\ufeff")
     except UnicodeDecodeError as exc:
-        raise TranscriptError(
+        raise UnknownFormatError(
             str(path),
             f"binary or non-UTF-8 file (invalid UTF-8 at byte {exc.start}); not a text "
             "transcript, skipped",
@@ -84,19 +85,26 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_json_object(path: Path, document: object | None = None) -> dict[str, Any]:
+def load_json_object(
+    path: Path, document: object | None = None, report: Reporter | None = None
+) -> dict[str, Any]:
     """The file's top-level JSON object (``document`` if the caller already parsed it)."""
-    doc = load_json_document(path) if document is None else document
+    doc = load_json_document(path, report) if document is None else document
     if not isinstance(doc, dict):
         raise TranscriptError(str(path), f"expected a JSON object, got {describe(doc)}")
     return doc
 
 
-def load_json_document(path: Path) -> Any:
-    """Parse the whole file as one JSON document (once); clear errors for truncated or bad JSON."""
+def load_json_document(path: Path, report: Reporter | None = None) -> Any:
+    """Parse the whole file as one JSON document (once); clear errors for truncated or bad JSON.
+
+    A leading BOM is accepted; lone surrogates are replaced with U+FFFD and reported to
+    ``report`` (with the line of the first); nesting too deep to parse fails the file.
+    """
     try:
         with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+            text = fh.read()
+        parsed = parse_json(text)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(exc.doc.rstrip())
         hint = "; the file ends mid-document (truncated?)" if truncated else ""
@@ -105,12 +113,17 @@ def load_json_document(path: Path) -> Any:
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){hint}",
             line=exc.lineno,
         ) from None
+    except JsonTooDeepError as exc:
+        raise TranscriptError(str(path), str(exc)) from None
     except UnicodeDecodeError as exc:
         raise TranscriptError(
             str(path), f"not UTF-8 text (invalid byte at offset {exc.start}); skipped"
         ) from None
     except OSError as exc:
         raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    if parsed.replaced and report is not None:
+        report(parsed.note(), line_of(text, parsed.offset))
+    return parsed.value
 
 
 def first_jsonl_objects(path: Path, max_lines: int = 5) -> list[dict[str, Any]]:
@@ -124,13 +137,15 @@ def first_jsonl_objects(path: Path, max_lines: int = 5) -> list[dict[str, Any]]:
     try:
         with path.open("rb") as fh:
             for raw in fh:
+                if not seen:
+                    raw = raw.removeprefix(BOM.encode())
                 if not raw.strip():
                     continue
                 seen += 1
                 if raw.startswith(b"{"):
                     try:
                         value = json.loads(raw)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         value = None
                     if isinstance(value, dict):
                         found.append(value)
@@ -148,7 +163,7 @@ def iter_json_lines(path: Path, report: Reporter) -> Iterator[tuple[int, dict[st
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
-                value = _decode_line(raw, lineno, report)
+                value = _decode_line(raw.removeprefix(BOM.encode()), lineno, report)
                 if value is not None:
                     yield lineno, value
     except OSError as exc:
@@ -162,12 +177,18 @@ def _decode_line(raw: bytes, lineno: int, report: Reporter) -> dict[str, Any] | 
         report(f"not UTF-8 text (invalid byte at column {exc.start + 1}); line skipped", lineno)
         return None
     try:
-        value = json.loads(text)
+        parsed = parse_json(text)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip())
-        hint = " (the line is cut short: truncated?)" if truncated else ""
-        report(f"invalid JSON: {exc.msg} at column {exc.colno}{hint}; line skipped", lineno)
+        hint = "; the line is cut short (truncated?)" if truncated else ""
+        report(f"invalid JSON: {exc.msg} (column {exc.colno}){hint}; line skipped", lineno)
         return None
+    except JsonTooDeepError as exc:
+        report(f"{exc}; line skipped", lineno)
+        return None
+    if parsed.replaced:
+        report(parsed.note(), lineno)
+    value = parsed.value
     if not isinstance(value, dict):
         report(f"expected a JSON object, got {describe(value)}; line skipped", lineno)
         return None

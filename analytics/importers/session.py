@@ -31,13 +31,19 @@ FORMATS: tuple[TranscriptFormat, ...] = (
 
 
 class ImportIssue(BaseModel):
-    """One problem found while importing: the file, the line where there is one, and why."""
+    """One problem found while importing: the file, the line where there is one, and why.
+
+    ``unrecognised`` marks a file that is simply not a transcript (no importer recognises its
+    content, or it is not a regular file): found by walking a folder it is skipped, named on the
+    command line it is rejected.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str
     line: int | None = None
     reason: str
+    unrecognised: bool = False
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path

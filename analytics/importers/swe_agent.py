@@ -40,7 +40,7 @@ def iter_swe_agent_sessions(
 ) -> Iterator[ImportedSession]:
     """The one session of a ``.traj`` file; ``document`` if the caller already parsed it."""
     src = SourceFile.of(path, report)
-    doc = load_json_object(path, document)
+    doc = load_json_object(path, document, report)
     history = doc.get("history")
     if not isinstance(history, list):
         raise TranscriptError(
