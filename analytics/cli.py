@@ -284,6 +284,12 @@ def replay(
     ] = "extractive",
     fmt: FormatOption = FormatName.AUTO,
     home: HomeOption = None,
+    capture: Annotated[
+        CaptureName, typer.Option(help="metadata: sizes, hashes, roles and tool names, no text")
+    ] = CaptureName.FULL,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace replays already stored with these settings")
+    ] = False,
 ) -> None:
     """Replay transcripts through CompactionSession, emitting compaction events, and project."""
     root = resolve_home(home)
@@ -299,6 +305,8 @@ def replay(
             root,
             compactor,
             fmt=fmt.value,
+            capture=capture.value,
+            force=force,
             on_file=bars.files("replaying"),
             on_ingest=bars.spool("projecting"),
         )

@@ -1,60 +1,86 @@
 """What ``import``, ``replay``, ``ingest`` and ``rebuild`` do, without the terminal.
 
-Each run opens the store first (a locked, missing-schema or unreadable database fails before
-anything is written), brings it up to date with the spool, writes new events to a fresh spool
-file through ``SpoolSink`` and projects them. Inputs already in the store are skipped: an
-imported session whose messages are all stored, a replay whose ``<session>@<window>`` id is
-stored. Progress is reported through callbacks; printing is the CLI's job.
+An import or replay only ever appends events to a fresh spool file (``SpoolSink``). When this
+process can own the database it first brings the store up to date with the spool, and projects
+the new events at the end; when another process owns it (``ingest --watch``, later the app),
+the events stay in the spool for that owner to project, and the report says so.
+
+Each session is placed by ``analytics.identity``: unchanged since it was stored (skipped), new,
+resumed (an interrupted import completed), or replaced (its source changed: a new version, the
+old one superseded). A replay's identity is ``<imported id>@<window>#<config hash>``. Progress is
+reported through callbacks; printing is the CLI's job. ``ingest`` and ``rebuild`` live in
+``analytics.ingesting`` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import signal
-import threading
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from pydantic import ValidationError
 
+from analytics.identity import Catalog, Placement, fingerprint
 from analytics.importers import ImportedSession, ImportIssue
 from analytics.importing_events import RecordEvents, session_events
+from analytics.ingesting import IngestReport, run_ingest, run_rebuild, run_watch
 from analytics.inputs import FormatChoice, input_files, iter_file
-from analytics.projector import IngestResult, Progress, Projector, rebuild
-from analytics.replay import ReplayResult, replay_session
-from analytics.stats import quarantined_since
-from analytics.store import DB_NAME, EventStore, QuarantinedLine
+from analytics.projector import IngestResult, Progress, Projector
+from analytics.replay import ReplayResult, replay_config_hash, replay_session
+from analytics.store import DB_NAME, EventStore, StoreLockedError
 from compactor import (
-    Capture,
     CompactionRecord,
     CompactionTier,
     CompactorConfig,
     ProgressiveCompactor,
     SpoolSink,
 )
+from compactor.events import Capture
 
 PathArg = str | os.PathLike[str]
+__all__ = [
+    "FileProgress",
+    "IngestReport",
+    "RunReport",
+    "load_config",
+    "run_import",
+    "run_ingest",
+    "run_rebuild",
+    "run_replay",
+    "run_watch",
+]
 
 
 @dataclass
 class RunReport:
-    """What one import or replay did; ``issues`` are the inputs rejected, and why."""
+    """What one import or replay did; ``issues`` are the inputs rejected, and why.
+
+    ``sessions`` counts the sessions written (new, replaced or resumed); ``skipped`` those
+    already stored unchanged. ``owner`` is set when another process owned the database, so
+    the events were left in ``spool_file`` for it to project.
+    """
 
     files: int = 0
     sessions: int = 0
     skipped: int = 0
+    resumed: int = 0
+    replaced: list[tuple[str, str]] = field(default_factory=list)
+    """(old session id, new session id) for each session whose source changed."""
+    retired: list[tuple[str, str]] = field(default_factory=list)
+    """(session id, file) for sessions an earlier run made from a file that no longer has them."""
     messages: int = 0
     records: int = 0
     issues: list[ImportIssue] = field(default_factory=list)
     replays: list[ReplayResult] = field(default_factory=list)
     ingest: IngestResult = field(default_factory=IngestResult)
     spool_error: str = ""
+    owner: str = ""
+    spool_file: Path | None = None
+    events_written: int = 0
 
     @property
     def rejected(self) -> bool:
@@ -69,6 +95,28 @@ class RunReport:
                 counts[record.tier] += 1
         return counts
 
+    def notes(self) -> list[str]:
+        """What happened beyond the counts, one sentence a line, for the terminal."""
+        out = [
+            f"replaced {old} by {new}: the source changed (or --force); the old version is "
+            "marked superseded, the spool keeps both"
+            for old, new in self.replaced
+        ]
+        out += [f"superseded {sid}: no longer in {file}" for sid, file in self.retired]
+        if self.resumed:
+            out.append(f"{self.resumed} session(s) completed that an interrupted run left partial")
+        if self.skipped:
+            out.append(f"{self.skipped} session(s) unchanged since they were stored: skipped")
+        if self.owner:
+            where = self.spool_file or "the spool"
+            out.append(
+                f"{self.owner} is owned by another process (the app or `compactlens ingest "
+                f"--watch`): {self.events_written:,} events of this run were written to {where} "
+                "and appear in the store when that process projects them (or run `compactlens "
+                "ingest` once it has stopped)"
+            )
+        return out
+
 
 FileProgress = Callable[[int, int, RunReport], None]
 """Called with (files done, files in all, the report so far) after each file."""
@@ -76,42 +124,88 @@ FileProgress = Callable[[int, int, RunReport], None]
 
 @dataclass
 class _Run:
-    """The open store, its projector and the spool sink of one import or replay."""
+    """The spool sink of one import or replay, the store and projector when this process owns
+    the database, and the catalog of what is stored."""
 
-    store: EventStore
-    projector: Projector
     sink: SpoolSink
     report: RunReport
+    catalog: Catalog
+    store: EventStore | None = None
+    projector: Projector | None = None
+    force: bool = False
+    placed: dict[str, str] = field(default_factory=dict)
+    """Imported session id -> the session id it was stored under in this run."""
 
     def finish(self, on_ingest: Progress | None) -> None:
         self.sink.close()
         if self.sink.pending:
             self.report.spool_error = self.sink.last_error or "events could not be written"
-        self.project(on_ingest)
+        self.report.spool_file = self.sink.path
+        self.report.events_written = self.sink.written
+        if self.projector is not None:
+            self.report.ingest.add(self.projector.ingest(on_ingest))
 
-    def project(self, on_ingest: Progress | None) -> None:
-        self.report.ingest.add(self.projector.ingest(on_ingest))
+    def place(
+        self, identity: str, print_: str, *, family: str, file: Path, messages: int, resumable: bool
+    ) -> Placement | None:
+        """Place one session; emit the superseding event if it replaces a version. None: it
+        is stored unchanged, nothing to write."""
+        placement = self.catalog.place(
+            identity,
+            print_,
+            messages=messages,
+            family=family,
+            source_file=_source_file(file),
+            resumable=resumable,
+            force=self.force,
+        )
+        if placement.action == "unchanged":
+            self.report.skipped += 1
+            return None
+        if placement.previous is not None and placement.action == "replaced":
+            old = placement.previous
+            reason = f"superseded by {placement.session_id}: {file} changed or --force"
+            self.sink.emit(self.catalog.supersede(old, reason))
+            self.report.replaced.append((old.session_id, placement.session_id))
+        self.report.resumed += placement.action == "resumed"
+        self.report.sessions += 1
+        self.report.messages += messages
+        return placement
+
+    def retire_orphans(self, file: Path, family: str) -> None:
+        """Supersede sessions an earlier run made from ``file`` that it no longer holds."""
+        kept = set(self.placed.values())
+        for old in self.catalog.orphans(_source_file(file), family, kept):
+            self.sink.emit(self.catalog.supersede(old, f"no longer in {file}"))
+            self.report.retired.append((old.session_id, str(file)))
+
+
+def _source_file(file: Path) -> str:
+    return str(file.resolve())
 
 
 @contextmanager
-def _open_run(home: PathArg) -> Iterator[_Run]:
+def _open_run(home: PathArg, on_ingest: Progress | None, *, force: bool = False) -> Iterator[_Run]:
+    """The run's sink and catalog; the store too unless another process owns it."""
     root = Path(home)
-    with EventStore.for_home(root) as store:
+    sink = SpoolSink(root / "spool")
+    try:
+        store = EventStore.for_home(root)
+    except StoreLockedError:
+        report = RunReport(owner=str(root / DB_NAME))
+        yield _Run(sink, report, Catalog.from_spool(root / "spool"), force=force)
+        return
+    with store:
         projector = Projector(store, root / "spool")
-        yield _Run(store, projector, SpoolSink(root / "spool"), RunReport())
+        ingested = projector.ingest(on_ingest)  # so that "already stored" is up to date
+        run = _Run(sink, RunReport(), Catalog.from_store(store), store, projector, force)
+        run.report.ingest.add(ingested)
+        yield run
 
 
-def _message_counts(store: EventStore) -> dict[str, int]:
-    frame = store.query("SELECT session_id, count(*) FROM messages GROUP BY session_id")
-    return {str(sid): int(n) for sid, n in frame.iter_rows()}
-
-
-def _stored_records(store: EventStore, session_id: str) -> tuple[int, set[str]] | None:
-    seq = store.query("SELECT max(seq) FROM events WHERE session_id = ?", [session_id]).item()
-    if seq is None:
-        return None
-    ids = store.query("SELECT id FROM compactions WHERE session_id = ?", [session_id])
-    return int(seq) + 1, {str(i) for i in ids.to_series()}
+def _content(imported: ImportedSession) -> str:
+    """The part of an imported session a version is made of (not where the file lies)."""
+    return imported.model_dump_json(exclude={"source_path", "metadata"})
 
 
 def run_import(
@@ -123,19 +217,21 @@ def run_import(
     on_file: FileProgress | None = None,
     on_ingest: Progress | None = None,
 ) -> RunReport:
-    """Import transcripts and record files as events, then project them."""
-    with _open_run(home) as run:
+    """Import transcripts and record files as events, then project them if this process can."""
+    with _open_run(home, on_ingest) as run:
         report = run.report
         files = input_files(paths, report.issues)
-        run.project(on_ingest)  # so that "already stored" below is up to date
-        stored = _message_counts(run.store)
-        records = RecordEvents(capture, lambda sid: _stored_records(run.store, sid))
+        records = RecordEvents(capture, run.catalog.stored_records)
         for done, file in enumerate(files, start=1):
+            sessions = 0
             for item in iter_file(file, fmt, report.issues):
                 if isinstance(item, CompactionRecord):
                     _import_record(run, records, item, file)
                 else:
-                    _import_session(run, item, capture, stored)
+                    _import_session(run, item, capture, file)
+                    sessions += 1
+            if sessions:
+                run.retire_orphans(file, "import")
             report.files = done
             if on_file is not None:
                 on_file(done, len(files), report)
@@ -144,17 +240,35 @@ def run_import(
     return report
 
 
-def _import_session(
-    run: _Run, imported: ImportedSession, capture: Capture, stored: dict[str, int]
-) -> None:
-    if stored.get(imported.session_id, -1) >= len(imported.messages):
-        run.report.skipped += 1
+def _import_session(run: _Run, imported: ImportedSession, capture: Capture, file: Path) -> None:
+    parent = imported.parent_session_id
+    if parent is not None and parent in run.placed:
+        imported = imported.model_copy(update={"parent_session_id": run.placed[parent]})
+    print_ = fingerprint(_content(imported), capture)
+    placement = run.place(
+        imported.session_id,
+        print_,
+        family="import",
+        file=file,
+        messages=len(imported.messages),
+        resumable=True,
+    )
+    sid = run.catalog.current(imported.session_id)
+    run.placed[imported.session_id] = sid.session_id if sid else imported.session_id
+    if placement is None:
         return
-    stored[imported.session_id] = len(imported.messages)
-    for event in session_events(imported, capture):
+    extra = _version_metadata(imported.session_id, print_, "import", file)
+    for event in session_events(imported, capture, session_id=placement.session_id, extra=extra):
         run.sink.emit(event)
-    run.report.sessions += 1
-    run.report.messages += len(imported.messages)
+
+
+def _version_metadata(identity: str, print_: str, family: str, file: Path) -> dict[str, object]:
+    return {
+        "identity": identity,
+        "content_sha256": print_,
+        "family": family,
+        "source_file": _source_file(file),
+    }
 
 
 def _import_record(run: _Run, records: RecordEvents, record: CompactionRecord, file: Path) -> None:
@@ -196,39 +310,73 @@ def run_replay(
     compactor: ProgressiveCompactor,
     *,
     fmt: FormatChoice = "auto",
+    capture: Capture = "full",
+    force: bool = False,
     on_file: FileProgress | None = None,
     on_ingest: Progress | None = None,
 ) -> RunReport:
     """Replay every session under ``paths`` through ``compactor``, then project the events.
 
-    A replay's session id is ``<imported id>@<window>``, so replays at different windows
-    coexist; one already in the store is skipped.
+    A replay's identity is ``<imported id>@<window>#<config hash>`` (``replay_config_hash``):
+    replays at other windows or under other settings sit side by side; the same replay of an
+    unchanged transcript is skipped unless ``force``; a changed transcript replaces it.
     """
-    with _open_run(home) as run:
+    family = f"@{compactor.context_window}#{replay_config_hash(compactor)}"
+    with _open_run(home, on_ingest, force=force) as run:
         report = run.report
         files = input_files(paths, report.issues)
-        run.project(on_ingest)
-        stored = set(run.store.query("SELECT session_id FROM sessions").to_series().to_list())
         for done, file in enumerate(files, start=1):
+            sessions = 0
             for item in iter_file(file, fmt, report.issues):
                 if isinstance(item, CompactionRecord):
                     report.issues.append(_not_replayable(file))
                     break
-                sid = f"{item.session_id}@{compactor.context_window}"
-                if sid in stored:
-                    report.skipped += 1
-                    continue
-                stored.add(sid)
-                report.replays.append(
-                    replay_session(item, compactor, event_sink=run.sink, session_id=sid)
-                )
-                report.sessions += 1
-                report.messages += len(item.messages)
+                _replay_one(run, item, compactor, capture, family, file)
+                sessions += 1
+            if sessions:
+                run.retire_orphans(file, family)
             report.files = done
             if on_file is not None:
                 on_file(done, len(files), report)
         run.finish(on_ingest)
     return report
+
+
+def _replay_one(
+    run: _Run,
+    imported: ImportedSession,
+    compactor: ProgressiveCompactor,
+    capture: Capture,
+    family: str,
+    file: Path,
+) -> None:
+    identity = f"{imported.session_id}{family}"
+    parent = imported.parent_session_id
+    if parent is not None and parent in run.placed:
+        imported = imported.model_copy(update={"parent_session_id": run.placed[parent]})
+    print_ = fingerprint(_content(imported), capture)
+    system = 1 if imported.messages and imported.messages[0].role == "system" else 0
+    placement = run.place(
+        identity,
+        print_,
+        family=family,
+        file=file,
+        messages=len(imported.messages) - system,
+        resumable=False,
+    )
+    current = run.catalog.current(identity)
+    run.placed[imported.session_id] = current.session_id if current else identity
+    if placement is None:
+        return
+    result = replay_session(
+        imported,
+        compactor,
+        event_sink=run.sink,
+        session_id=placement.session_id,
+        capture=capture,
+        metadata=_version_metadata(identity, print_, family, file),
+    )
+    run.report.replays.append(result)
 
 
 def _not_replayable(file: Path) -> ImportIssue:
@@ -237,99 +385,3 @@ def _not_replayable(file: Path) -> ImportIssue:
         reason="holds harness9 compaction records, not a conversation: nothing to replay "
         "(load it with `compactlens import`)",
     )
-
-
-@dataclass
-class IngestReport:
-    """One projection of the spool: what it did and the lines it quarantined."""
-
-    result: IngestResult
-    quarantined: list[QuarantinedLine]
-    backup: Path | None = None
-    """For a rebuild, where the old database file was moved."""
-
-
-def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
-    """Project everything complete in the spool now."""
-    root = Path(home)
-    with EventStore.for_home(root) as store:
-        started = dt.datetime.now(dt.UTC)
-        result = Projector(store, root / "spool").ingest(on_ingest)
-        return IngestReport(result, quarantined_since(store, started))
-
-
-def run_watch(
-    home: PathArg,
-    *,
-    interval_s: float,
-    on_result: Callable[[IngestResult], None] | None = None,
-    on_ready: Callable[[], None] | None = None,
-) -> IngestReport:
-    """Project the spool every ``interval_s`` until SIGTERM or SIGINT, then once more.
-
-    The projector runs in a worker thread; the main thread only waits, so that a signal handler
-    never runs while the main thread holds a lock the handler needs.
-    """
-    root = Path(home)
-    with EventStore.for_home(root) as store:
-        started = dt.datetime.now(dt.UTC)
-        projector = Projector(store, root / "spool")
-        stop = threading.Event()
-        with _stop_on_signals(stop):
-            if on_ready is not None:
-                on_ready()
-            result = _watch_in_thread(projector, stop, interval_s, on_result)
-        return IngestReport(result, quarantined_since(store, started))
-
-
-@dataclass
-class _Outcome:
-    result: IngestResult | None = None
-    error: BaseException | None = None
-
-
-def _watch_in_thread(
-    projector: Projector,
-    stop: threading.Event,
-    interval_s: float,
-    on_result: Callable[[IngestResult], None] | None,
-) -> IngestResult:
-    outcome = _Outcome()
-
-    def work() -> None:
-        try:
-            outcome.result = projector.watch(interval_s=interval_s, stop=stop, on_result=on_result)
-        except BaseException as exc:
-            outcome.error = exc
-
-    worker = threading.Thread(target=work, name="compactlens-watch", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
-    if outcome.error is not None:
-        raise outcome.error
-    assert outcome.result is not None
-    return outcome.result
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-
-
-def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
-    """Recreate the database from the spool; refuses while another process holds it."""
-    root = Path(home)
-    started = dt.datetime.now(dt.UTC)
-    result = rebuild(root, on_ingest)
-    with EventStore(root / DB_NAME, read_only=True) as store:
-        quarantined = quarantined_since(store, started)
-    return IngestReport(result.ingest, quarantined, result.backup)

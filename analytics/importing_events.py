@@ -8,19 +8,21 @@ plus a ``tool_result_offloaded`` per offloaded result, as a live session emits t
 
 Event ids are derived, not random: from the session id and ``seq`` for a transcript, from the
 record id for a record. Importing the same input twice therefore yields the same events, and the
-store, which keeps one event per id, keeps one copy. Nothing here reads files or owns a store.
+store, which keeps one event per id, keeps one copy; a transcript whose content changed is
+stored under a new version id (``analytics.identity`` decides), so its events never mix with
+the old version's. Nothing here reads files or owns a store.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from analytics.importers import ImportedSession
-from compactor import (
+from compactor import CompactionRecord
+from compactor.events import (
     Capture,
-    CompactionRecord,
     CompactionRecorded,
     Event,
     EventFactory,
@@ -44,12 +46,16 @@ def _with_id(event: Event, *parts: str | int) -> Event:
     return event.model_copy(update={"event_id": derived_event_id(*parts)})
 
 
-def session_started(imported: ImportedSession, capture: Capture) -> SessionStarted:
-    """The ``session_started`` payload of an imported transcript (no window: it was not run)."""
+def session_started(
+    imported: ImportedSession, capture: Capture, extra: Mapping[str, object] | None = None
+) -> SessionStarted:
+    """The ``session_started`` payload of an imported transcript (no window: it was not run);
+    ``extra`` joins its metadata (the version's identity and fingerprint)."""
     first = imported.messages[0] if imported.messages else None
     metadata: dict[str, object] = {
         "source_path": imported.source_path,
         "format": imported.format,
+        **(extra or {}),
     }
     if "source_sha256" in imported.metadata:
         metadata["source_sha256"] = imported.metadata["source_sha256"]
@@ -67,11 +73,19 @@ def session_started(imported: ImportedSession, capture: Capture) -> SessionStart
     )
 
 
-def session_events(imported: ImportedSession, capture: Capture) -> Iterator[Event]:
-    """``session_started``, then one ``message_appended`` per message, seq 0, 1, 2, …"""
-    sid = imported.session_id
+def session_events(
+    imported: ImportedSession,
+    capture: Capture,
+    *,
+    session_id: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> Iterator[Event]:
+    """``session_started``, then one ``message_appended`` per message, seq 0, 1, 2, …
+
+    ``session_id`` is the id of the version stored (default: the imported id)."""
+    sid = session_id or imported.session_id
     factory = EventFactory(sid)
-    yield _with_id(factory.make(session_started(imported, capture)), "import", sid, 0)
+    yield _with_id(factory.make(session_started(imported, capture, extra)), "import", sid, 0)
     for index, msg in enumerate(imported.messages):
         event = factory.make(message_appended(index, msg, capture))
         yield _with_id(event, "import", sid, event.seq)

@@ -3,14 +3,19 @@
 A turn is each point where the agent called the model: before each assistant message the
 session prepares a view, exactly as a live agent would, and the provider usage recorded in the
 transcript is reported after it, so estimator calibration works on replays. Replays emit the
-same events as live sessions (``source="replay"``). This module does not read files or own a
-store; callers pass imported sessions and a sink.
+same events as live sessions (``source="replay"``). ``replay_config_hash`` names what decides a
+replay's outcome besides the transcript and the window (the ``CompactorConfig``, the summariser,
+the estimator), so replays under different settings get different session ids. This module does
+not read files or own a store; callers pass imported sessions and a sink.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from analytics.importers import ImportedSession
 from compactor import (
@@ -18,11 +23,13 @@ from compactor import (
     CompactionSession,
     CompactionTier,
     EventSink,
+    ExtractiveSummarizer,
     Message,
     OverheadCalibratedEstimator,
     ProgressiveCompactor,
     message_bytes,
 )
+from compactor.events import Capture
 
 ViewCallback = Callable[[int, list[Message], CompactionRecord], None]
 """Called with the index of the assistant message about to be produced, the view, the record."""
@@ -45,6 +52,29 @@ class ReplayResult:
         return sum(r.tokens_before - r.tokens_after for r in self.effective)
 
 
+def summarizer_spec(compactor: ProgressiveCompactor) -> str:
+    """The summariser as text: ``extractive``, or the chat model's class, model and endpoint."""
+    summarizer: Any = compactor.summarizer
+    if isinstance(summarizer, ExtractiveSummarizer):
+        return "extractive"
+    chat = getattr(summarizer, "chat_model", None)
+    if chat is not None:
+        base_url = getattr(chat, "base_url", None) or ""
+        return f"{type(chat).__name__}:{getattr(chat, 'model', '')}@{base_url}"
+    return f"{type(summarizer).__name__}:{getattr(summarizer, 'model_name', '')}"
+
+
+def replay_config_hash(compactor: ProgressiveCompactor, *, calibrate: bool = True) -> str:
+    """8 hex digits of the ``CompactorConfig``, the summariser and the estimator."""
+    parts = [
+        compactor.config.model_dump(mode="json"),
+        summarizer_spec(compactor),
+        type(compactor.estimator).__name__,
+        calibrate,
+    ]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8]
+
+
 def replay_session(
     imported: ImportedSession,
     compactor: ProgressiveCompactor,
@@ -53,12 +83,15 @@ def replay_session(
     session_id: str | None = None,
     on_view: ViewCallback | None = None,
     calibrate: bool = True,
+    capture: Capture = "full",
+    metadata: Mapping[str, Any] | None = None,
 ) -> ReplayResult:
     """Replay one imported session; ``on_view`` sees every prepared view and its record.
 
     With ``calibrate`` (the default) the session gets its own ``OverheadCalibratedEstimator``,
     fed by the transcript's provider usage, so tiers are decided on the prompt size the agent
     really had (its harness's system prompt and tool schemas included), as a live agent would.
+    ``capture="metadata"`` records no message text; ``metadata`` joins the session's metadata.
     """
     msgs = imported.messages
     system = msgs[0] if msgs and msgs[0].role == "system" else None
@@ -74,7 +107,12 @@ def replay_session(
         agent=imported.agent or imported.format,
         parent_session_id=imported.parent_session_id,
         source="replay",
-        metadata={"source_path": imported.source_path, "format": imported.format},
+        capture=capture,
+        metadata={
+            "source_path": imported.source_path,
+            "format": imported.format,
+            **(metadata or {}),
+        },
     )
     result = ReplayResult(session_id=sid, format=imported.format)
     system_bytes = message_bytes(system) if system is not None else 0
