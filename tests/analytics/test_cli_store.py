@@ -1,8 +1,9 @@
 """``compactlens ingest`` and ``rebuild``, and every command on a locked or corrupt database.
 
 Where a separate process matters it is real: a subprocess holding the database open (killed in
-a ``finally``), a watching ``ingest`` stopped by SIGTERM. Spools come from synthetic sessions run
-through ``CompactionSession`` with a ``SpoolSink``; real DuckDB files, nothing mocked.
+a ``finally``), a watching ``ingest`` stopped by SIGTERM, imports made while it watches. Spools
+come from synthetic sessions run through ``CompactionSession`` with a ``SpoolSink``; real
+DuckDB files, nothing mocked.
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from analytics.store import DB_NAME
+from analytics.commands import run_import
+from analytics.store import DB_NAME, EventStore
 from compactor import SpoolSink
-from tests.analytics.cli_helpers import SWE_FILE, count, run, spool_bytes, subprocess_env
+from tests.analytics.cli_helpers import (
+    MINI_FILE,
+    SWE_FILE,
+    count,
+    run,
+    spool_bytes,
+    subprocess_env,
+)
 from tests.analytics.spool_helpers import (
     assert_same_tables,
     run_session,
@@ -65,7 +74,7 @@ def test_a_locked_database_is_one_line_with_advice_and_the_spool_untouched(
 ) -> None:
     run_session(home, SpoolSink(home / "spool"), 3)
     spool = spool_bytes(home)
-    for args in (["ingest"], ["import", str(SWE_FILE)], ["rebuild"], ["stats"]):
+    for args in (["ingest"], ["rebuild"], ["stats"]):
         result = run(*args, "--home", home)
         assert result.exit_code == 1, (args, result.output)
         line = result.output.strip()
@@ -140,3 +149,59 @@ def test_ingest_watch_stops_on_sigterm_with_everything_projected(home: Path) -> 
     assert "Traceback" not in out + err and "new events" in out
     assert count(home, "SELECT count(*) FROM events") == spool_line_count(home)
     assert count(home, "SELECT count(*) FROM sessions") == 2
+
+
+def _watcher(home: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analytics.cli", "ingest", "--home", str(home), *WATCH],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith("watching "), "the watcher did not start"
+    return proc
+
+
+def _stored_messages(home: Path) -> set[tuple[str, int, str]]:
+    sql = """SELECT m.session_id, m.idx, m.sha256 FROM messages m
+             JOIN sessions s USING (session_id) WHERE s.deleted_at IS NULL"""
+    with EventStore.for_home(home, read_only=True) as store:
+        return {(str(s), int(i), str(h)) for s, i, h in store.query(sql).iter_rows()}
+
+
+def test_an_import_while_ingest_watch_owns_the_database_is_spooled_and_projected_by_it(
+    home: Path, tmp_path: Path
+) -> None:
+    """Before: the import failed with "database locked … the events wait in the spool" and
+    wrote no spool at all. Now it appends to the spool, says so, and the watcher projects it."""
+    clean = tmp_path / "clean"
+    assert run("import", SWE_FILE, MINI_FILE, "--home", clean).exit_code == 0
+    expected = _stored_messages(clean)
+    sessions = count(clean, "SELECT count(*) FROM sessions")
+    run_session(home, SpoolSink(home / "spool"), 13)
+    proc = _watcher(home)
+    try:
+        report = run_import([SWE_FILE, MINI_FILE], home)
+        assert report.owner == str(home / DB_NAME) and not report.rejected
+        assert report.spool_file is not None and report.spool_file.parent == home / "spool"
+        written = report.spool_file.read_text(encoding="utf-8").splitlines()
+        assert report.events_written == len(written) == sessions + len(expected)
+        note = report.notes()[-1]
+        assert str(report.spool_file) in note and f"{len(written):,} events" in note
+        spool = spool_bytes(home)
+        again = run("import", SWE_FILE, MINI_FILE, "--home", home)  # read from the spool
+        assert again.exit_code == 0, again.output
+        assert spool_bytes(home) == spool, "an unchanged re-import writes nothing"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert _stored_messages(home) >= expected
+    imported = {sid for sid, _i, _h in expected}
+    assert {m for m in _stored_messages(home) if m[0] in imported} == expected
+    assert count(home, "SELECT count(*) FROM events") == spool_line_count(home)
