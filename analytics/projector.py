@@ -9,7 +9,6 @@ database while it runs; agents only ever append to the spool.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
@@ -17,20 +16,22 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from analytics.store import (
-    DB_NAME,
-    EventBatch,
-    EventStore,
-    QuarantinedLine,
-    StoreError,
-    StoreLockedError,
+from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine, claim_parent
+from analytics.store_files import (
+    OwnerLock,
+    foreign_lock_pid,
+    locked,
+    move_aside,
+    prune_backups,
+    unwritable,
+    unwritable_reason,
 )
-from compactor import SCHEMA_VERSION, Event, parse_event
+from compactor.events import SCHEMA_VERSION, Event, parse_event
 
 CHUNK_BYTES = 16 * 1024 * 1024
 MAX_RAW = 64 * 1024
@@ -248,35 +249,46 @@ class Projector:
             stop.wait(interval_s)
 
 
-def _refuse_if_locked(db: Path) -> None:
-    """A live owner would keep writing to the file we move aside: refuse instead."""
-    try:
-        EventStore(db, read_only=True).close()
-    except StoreLockedError:
-        raise
-    except StoreError:
-        pass  # corrupt or another version: exactly what rebuild is for
-
-
 @dataclass
 class RebuildResult:
     ingest: IngestResult
     backup: Path | None
-    """Where the old database file was moved (None if there was none)."""
+    """Where the old database file was moved (None if there was none); its write-ahead log,
+    if it had one, is beside it with ``.wal`` appended."""
+    backup_bytes: int = 0
+    """Size of that backup (database file plus write-ahead log)."""
+    pruned: list[Path] = field(default_factory=list)
+    """Older backups deleted because only the newest ``keep_backups`` are kept."""
 
 
-def rebuild(home: str | os.PathLike[str], progress: Progress | None = None) -> RebuildResult:
-    """Recreate the database from the spool alone. The old file is kept as a backup; refuses
-    (StoreLockedError) while another process holds it."""
+def rebuild(
+    home: str | os.PathLike[str], progress: Progress | None = None, *, keep_backups: int = 1
+) -> RebuildResult:
+    """Recreate the database from the spool alone, whatever state the old file is in (corrupt,
+    half-created, another version, a directory, read-only); the old file is kept as a full
+    backup and only the newest ``keep_backups`` backups are kept. Refuses (StoreLockedError)
+    while a live process holds the database, and StoreUnwritableError when the home itself
+    cannot be written."""
+    if keep_backups < 1:
+        raise ValueError(
+            f"keep_backups must be at least 1 (every rebuild keeps its backup), got {keep_backups}"
+        )
     root = Path(home)
     db = root / DB_NAME
-    backup: Path | None = None
-    if db.exists():
-        _refuse_if_locked(db)
+    claim_parent(db)
+    lock = OwnerLock(db, exclusive=True)  # held from the move until the new store is closed
+    try:
+        pid = foreign_lock_pid(db)
+        if pid is not None:
+            raise locked(db, pid, "another program")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        backup = db.with_name(f"{DB_NAME}.bak-{stamp}")
-        db.rename(backup)
-        with contextlib.suppress(FileNotFoundError):
-            db.with_name(DB_NAME + ".wal").rename(db.with_name(f"{DB_NAME}.wal.bak-{stamp}"))
-    with EventStore(db) as store:
-        return RebuildResult(Projector(store, root / "spool").ingest(progress), backup)
+        try:
+            moved = move_aside(db, stamp)
+            pruned = prune_backups(db, keep_backups)
+        except OSError as exc:
+            raise unwritable(db, unwritable_reason(db) or exc.strerror or str(exc)) from exc
+        with EventStore(db, owner_lock=lock) as store:
+            result = Projector(store, root / "spool").ingest(progress)
+    finally:
+        lock.release()
+    return RebuildResult(result, moved.path if moved else None, moved.bytes if moved else 0, pruned)

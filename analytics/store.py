@@ -12,21 +12,57 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
-import re
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
-from analytics.errors import AnalyticsError
+from analytics.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreIncompleteError,
+    StoreLockedError,
+    StoreUnwritableError,
+    StoreVersionError,
+)
+from analytics.store_batch import EventBatch, QuarantinedLine
+from analytics.store_files import (
+    REBUILD,
+    OwnerLock,
+    claim_parent,
+    disk_full,
+    foreign_lock_pid,
+    locked,
+    read_header,
+    unwritable,
+    unwritable_reason,
+)
 from analytics.store_sql import BASE_DDL, PROJECT_SQL, PROJECTION_DDL
 from analytics.store_sql import PROJECTIONS as PROJECTIONS
 from analytics.store_sql import TABLES as TABLES
+
+__all__ = [
+    "DB_NAME",
+    "PROJECTIONS",
+    "STORE_SCHEMA_VERSION",
+    "TABLES",
+    "EventBatch",
+    "EventStore",
+    "QuarantinedLine",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreIncompleteError",
+    "StoreLockedError",
+    "StoreUnwritableError",
+    "StoreVersionError",
+    "claim_parent",
+    "storage_version",
+]
 
 STORE_SCHEMA_VERSION = 1
 DB_NAME = "compactlens.duckdb"
@@ -35,132 +71,142 @@ CHECKPOINT_THRESHOLD = "1GB"
 checkpoints explicitly after each ingest instead."""
 
 
-class StoreError(AnalyticsError):
-    """The event store could not be opened or written; the spool is untouched."""
-
-
-class StoreLockedError(StoreError):
-    """Another process holds the database (DuckDB allows one writer per file)."""
-
-
-class StoreVersionError(StoreError):
-    """The database was written by another schema or engine version, or is unreadable."""
-
-
-@dataclass
-class EventBatch:
-    """Validated spool lines, column by column (cheap to append, cheap to hand to Arrow)."""
-
-    event_id: list[str] = field(default_factory=list)
-    type: list[str] = field(default_factory=list)
-    schema_version: list[int] = field(default_factory=list)
-    session_id: list[str] = field(default_factory=list)
-    seq: list[int] = field(default_factory=list)
-    occurred_at: list[dt.datetime] = field(default_factory=list)
-    payload: list[str] = field(default_factory=list)
-    """Each event's payload as JSON text (the upcast form when it came from an older schema)."""
-    source: list[str] = field(default_factory=list)
-    line: list[int] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.event_id)
-
-    def to_arrow(self) -> pa.Table:
-        return pa.table(
-            {name: getattr(self, name) for name in _INCOMING_SCHEMA.names}, schema=_INCOMING_SCHEMA
-        )
-
-
-@dataclass(frozen=True)
-class QuarantinedLine:
-    source: str
-    line: int
-    reason: str
-    raw: str
-
-
-_INCOMING_SCHEMA = pa.schema(
-    [
-        ("event_id", pa.string()),
-        ("type", pa.string()),
-        ("schema_version", pa.int32()),
-        ("session_id", pa.string()),
-        ("seq", pa.int64()),
-        ("occurred_at", pa.timestamp("us", tz="UTC")),
-        ("payload", pa.string()),
-        ("source", pa.string()),
-        ("line", pa.int64()),
-    ]
-)
-
-
-def _classify(exc: duckdb.Error, path: Path) -> StoreError:
-    text = str(exc)
-    if "lock" in text.lower():
-        pid = re.search(r"PID (\d+)", text)
-        holder = f" (held by PID {pid.group(1)})" if pid else ""
-        return StoreLockedError(
-            f"{path} is open in another process{holder}: DuckDB allows one writer per file. "
-            "Stop that process (e.g. the app or a running `compactlens ingest --watch`) and "
-            "try again; nothing is lost, the events wait in the spool."
-        )
-    return StoreVersionError(
-        f"{path} cannot be opened ({text.splitlines()[0]}). It may be corrupt or written by "
-        "another DuckDB version. Run `compactlens rebuild` to recreate it from the spool "
-        "(the old file is kept beside it as a backup)."
-    )
-
-
 class EventStore:
-    """The DuckDB file under a compactlens home, owned by one process at a time."""
+    """The DuckDB file under a compactlens home, owned by one process at a time.
 
-    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    Opening tells the states of a bad file apart by what they are: the owner lock file (or
+    DuckDB's own lock, held by another program) -> ``StoreLockedError``; the file system ->
+    ``StoreUnwritableError``; the file's header -> ``StoreCorruptError`` (no DuckDB file, or a
+    damaged one) or ``StoreVersionError`` (another storage version); the meta table ->
+    ``StoreIncompleteError`` (its completion row, written last in the creating transaction, is
+    missing) or ``StoreVersionError`` (another store schema)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        owner_lock: OwnerLock | None = None,
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         if read_only and not self.path.exists():
-            raise StoreError(f"{self.path} does not exist yet: run `compactlens ingest` first")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+            raise StoreError(
+                f"{self.path} does not exist yet: run `compactlens ingest` first", str(self.path)
+            )
+        if not read_only:
+            claim_parent(self.path)
+        self._lock = owner_lock or OwnerLock(self.path, exclusive=not read_only)
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise _classify(exc, self.path) from exc
-        try:
-            self._check_or_create()
-            if not read_only:
-                self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            self.con = self._connect()
+            try:
+                self._check_or_create()
+                if not read_only:
+                    self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            except BaseException:
+                self.con.close()
+                raise
         except BaseException:
-            self.con.close()
+            self._lock.release()
             raise
 
     @classmethod
     def for_home(cls, home: str | os.PathLike[str], *, read_only: bool = False) -> EventStore:
         return cls(Path(home) / DB_NAME, read_only=read_only)
 
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        try:
+            return duckdb.connect(str(self.path), read_only=self.read_only)
+        except duckdb.Error as exc:
+            raise self._diagnose(exc) from exc
+
+    def _diagnose(self, exc: duckdb.Error) -> StoreError:
+        """What the file is, when DuckDB could not open it (its message is only quoted)."""
+        path = self.path
+        pid = foreign_lock_pid(path)
+        if pid is not None:
+            return locked(path, pid, "another program")
+        reason = unwritable_reason(path) if not self.read_only else None
+        if reason is not None:
+            return unwritable(path, reason)
+        header = read_header(path)
+        if header is None:
+            return StoreCorruptError(
+                f"{path} is not a DuckDB database file (no DuckDB header). {REBUILD}", str(path)
+            )
+        ours = storage_version()
+        if header.storage_version != ours:
+            return StoreVersionError(
+                f"{path} has DuckDB storage version {header.storage_version} (written by DuckDB "
+                f"{header.library or 'unknown'}); this DuckDB {duckdb.__version__} reads and "
+                f"writes version {ours}. {REBUILD}",
+                str(path),
+            )
+        return self._damaged(exc)
+
+    def _damaged(self, exc: duckdb.Error) -> StoreError:
+        """A DuckDB I/O failure on a file we could open: a full or read-only disk, or damage."""
+        reason = None if self.read_only else unwritable_reason(self.path) or disk_full(self.path)
+        if reason is not None:
+            return unwritable(self.path, reason)
+        return StoreCorruptError(
+            f"{self.path} is damaged ({_first_line(exc)}). {REBUILD}", str(self.path)
+        )
+
+    def _failure(self, exc: duckdb.Error, doing: str) -> StoreError:
+        if isinstance(exc, duckdb.IOException):
+            return self._damaged(exc)
+        return StoreError(
+            f"{doing} on {self.path} failed ({_first_line(exc)}); nothing was committed and the "
+            "spool is untouched: fix the cause and try again",
+            str(self.path),
+        )
+
     def _check_or_create(self) -> None:
         try:
-            has_meta = bool(
-                self._scalar(
-                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-                )
-            )
-            if has_meta:
-                row = self.con.execute(
-                    "SELECT value FROM meta WHERE key = 'schema_version'"
-                ).fetchone()
-                found = int(row[0]) if row else -1
-                if found != STORE_SCHEMA_VERSION:
-                    raise StoreVersionError(
-                        f"{self.path} has store schema {found}, this compactlens uses "
-                        f"{STORE_SCHEMA_VERSION}: run `compactlens rebuild` to recreate it "
-                        "from the spool"
-                    )
+            tables = {
+                str(r[0])
+                for r in self.con.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+                ).fetchall()
+            }
+            if not tables and not self.read_only:
+                self._create()
                 return
-            if self.read_only:
-                raise StoreError(f"{self.path} is not a compactlens store (no meta table)")
+            row = (
+                self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if "meta" in tables
+                else None
+            )
+        except duckdb.Error as exc:
+            raise self._failure(exc, "reading the catalog") from exc
+        if row is None:
+            raise StoreIncompleteError(
+                f"{self.path} was never completely created (its meta table has no schema_version "
+                "row, written last when a store is created: the first import was killed, or it is "
+                f"not a compactlens store). {REBUILD}",
+                str(self.path),
+            )
+        if str(row[0]) != str(STORE_SCHEMA_VERSION):
+            raise StoreVersionError(
+                f"{self.path} has store schema {row[0]}, this compactlens uses "
+                f"{STORE_SCHEMA_VERSION}. {REBUILD}",
+                str(self.path),
+            )
+
+    def _create(self) -> None:
+        """Every table and the meta rows in ONE transaction, schema_version written last: a
+        kill during creation leaves an empty file (created again on the next open), never a
+        half-made store."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
             self.con.execute(BASE_DDL + PROJECTION_DDL)
             self._set_meta()
-        except duckdb.Error as exc:
-            raise _classify(exc, self.path) from exc
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
 
     def _set_meta(self) -> None:
         from importlib import metadata
@@ -170,20 +216,24 @@ class EventStore:
         except metadata.PackageNotFoundError:
             lib = "0+unknown"
         rows = [
-            ("schema_version", str(STORE_SCHEMA_VERSION)),
             ("engine", "duckdb"),
             ("engine_version", duckdb.__version__),
             ("library_version", lib),
             ("created_at", dt.datetime.now(dt.UTC).isoformat()),
+            ("schema_version", str(STORE_SCHEMA_VERSION)),  # last: marks creation complete
         ]
-        self.con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+        for row in rows:
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", row)
 
     def _scalar(self, sql: str) -> int:
         row = self.con.execute(sql).fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> EventStore:
         return self
@@ -227,10 +277,7 @@ class EventStore:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
             if isinstance(exc, duckdb.Error):
-                raise StoreError(
-                    f"writing to {self.path} failed ({_first_line(exc)}); nothing of this batch "
-                    "was committed and the spool is untouched: fix the cause and ingest again"
-                ) from exc
+                raise self._failure(exc, "writing a batch") from exc
             raise
         finally:
             for name in ("incoming", "inserted"):
@@ -262,7 +309,7 @@ class EventStore:
         try:
             self.con.execute("CHECKPOINT")
         except duckdb.Error as exc:
-            raise StoreError(f"checkpoint of {self.path} failed: {_first_line(exc)}") from exc
+            raise self._failure(exc, "checkpoint") from exc
 
     def rebuild_projections(self) -> None:
         """Drop every projection and recompute it from the events table."""
@@ -286,11 +333,11 @@ class EventStore:
         try:
             return self.con.execute(sql, params or []).pl()
         except duckdb.Error as exc:
-            raise StoreError(f"query on {self.path} failed: {_first_line(exc)}") from exc
+            raise self._failure(exc, "query") from exc
 
     def table(self, name: str, *, order_by: str | None = None) -> pl.DataFrame:
         if name not in TABLES:
-            raise StoreError(f"unknown table {name!r}; tables: {', '.join(TABLES)}")
+            raise StoreError(f"unknown table {name!r}; tables: {', '.join(TABLES)}", str(self.path))
         order = f" ORDER BY {order_by}" if order_by else ""
         return self.con.execute(f"SELECT * FROM {name}{order}").pl()
 
@@ -309,9 +356,21 @@ class EventStore:
             try:
                 self.con.execute(f"COPY {name} TO '{_sql_str(str(target))}' (FORMAT parquet)")
             except duckdb.Error as exc:
-                raise StoreError(f"could not write {target}: {_first_line(exc)}") from exc
+                raise StoreError(
+                    f"could not write {target}: {_first_line(exc)}", str(target)
+                ) from exc
             written.append(target)
         return written
+
+
+@functools.cache
+def storage_version() -> int:
+    """The storage version this DuckDB writes, read from the header of a scratch database."""
+    with tempfile.TemporaryDirectory(prefix="compactlens-") as tmp:
+        scratch = Path(tmp) / "scratch.duckdb"
+        duckdb.connect(str(scratch)).close()
+        header = read_header(scratch)
+    return header.storage_version if header else -1
 
 
 def _first_line(exc: BaseException) -> str:

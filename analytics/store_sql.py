@@ -109,35 +109,57 @@ _USAGE = json.dumps(
     }
 )
 
+PRIVATE = "session_id IN (SELECT session_id FROM batch_private)"
+"""True for the events of sessions captured as ``metadata``."""
+
+
+def private_sha(sha: str) -> str:
+    """The hash a projection stores for ``sha``: as sent for full-capture sessions; for a
+    metadata session keyed by its session id, so that its rows never equal (and never join) the
+    content-addressed text another session stored, while equal messages within the session
+    still share one hash."""
+    return f"CASE WHEN {PRIVATE} THEN sha256(session_id || ':' || {sha}) ELSE {sha} END"
+
+
 PROJECT_SQL: tuple[str, ...] = (
-    # message_appended payloads parsed once, for message_blobs and messages
-    f"""CREATE OR REPLACE TEMP TABLE batch_messages AS
-      SELECT session_id, seq, occurred_at, event_id, json_transform(payload, '{_MESSAGE}') AS p
-      FROM batch WHERE type = 'message_appended'""",
     """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
         TRY_CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
         payload->>'parent_session_id', payload->>'capture', payload->>'source',
-        payload->'config', payload->>'system_prompt_sha256', payload->'metadata', NULL
+        payload->'config',
+        CASE WHEN (payload->>'capture') = 'metadata'
+             THEN sha256(session_id || ':' || (payload->>'system_prompt_sha256'))
+             ELSE payload->>'system_prompt_sha256' END,
+        payload->'metadata', NULL
       FROM batch WHERE type = 'session_started' ORDER BY seq""",
+    """CREATE OR REPLACE TEMP TABLE batch_private AS SELECT session_id FROM sessions
+      WHERE capture = 'metadata' AND session_id IN (SELECT DISTINCT session_id FROM batch)""",
+    # message_appended payloads parsed once, for message_blobs and messages
+    f"""CREATE OR REPLACE TEMP TABLE batch_messages AS
+      SELECT session_id, seq, occurred_at, event_id, json_transform(payload, '{_MESSAGE}') AS p,
+             {PRIVATE} AS private
+      FROM batch WHERE type = 'message_appended'""",
     """UPDATE sessions SET deleted_at = d.at FROM (
         SELECT session_id, max(occurred_at) AS at FROM batch
         WHERE type = 'session_deleted' GROUP BY session_id) d
       WHERE sessions.session_id = d.session_id""",
+    # metadata sessions never add text (none is sent; a producer bug must not leak it either)
     """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
         SELECT (p).sha256 AS sha, (p).role AS role, (p).bytes AS bytes, (p).content AS content
-        FROM batch_messages
+        FROM batch_messages WHERE NOT private
         UNION ALL
         SELECT s.sha256, s.role, s.bytes, s.content FROM (
             SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
-            FROM batch WHERE type = 'compaction_recorded')
+            FROM batch WHERE type = 'compaction_recorded' AND NOT {private})
         UNION ALL
         SELECT payload->>'system_prompt_sha256', 'system',
                strlen(payload->>'system_prompt'), payload->>'system_prompt'
-        FROM batch WHERE type = 'session_started')
-      WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC),
-    """INSERT OR IGNORE INTO messages SELECT session_id, (p).index, (p).sha256, (p).role,
-        (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names, (p).tool_calls,
-        (p).is_error, (p).name, seq, occurred_at, event_id
+        FROM batch
+        WHERE type = 'session_started' AND (payload->>'capture') IS DISTINCT FROM 'metadata')
+      WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC).replace("{private}", PRIVATE),
+    """INSERT OR IGNORE INTO messages SELECT session_id, (p).index,
+        CASE WHEN private THEN sha256(session_id || ':' || (p).sha256) ELSE (p).sha256 END,
+        (p).role, (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names,
+        (p).tool_calls, (p).is_error, (p).name, seq, occurred_at, event_id
       FROM batch_messages""",
     "DROP TABLE batch_messages",
     """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
@@ -147,8 +169,8 @@ PROJECT_SQL: tuple[str, ...] = (
         TRY_CAST(r->>'msgs_before' AS BIGINT), TRY_CAST(r->>'msgs_after' AS BIGINT),
         TRY_CAST(r->>'summarized' AS BIGINT), TRY_CAST(r->>'preserved_tail' AS BIGINT),
         TRY_CAST(r->>'compression_ratio' AS DOUBLE), TRY_CAST(r->>'duration' AS DOUBLE) / 1e6,
-        r->>'error', r->>'trigger', TRY_CAST(r->>'effective' AS BOOLEAN),
-        TRY_CAST(r->>'context_window' AS BIGINT), r->>'fallback', r->>'summary_text',
+        NULLIF(r->>'error', ''), r->>'trigger', TRY_CAST(r->>'effective' AS BOOLEAN),
+        TRY_CAST(r->>'context_window' AS BIGINT), NULLIF(r->>'fallback', ''), r->>'summary_text',
         json_array_length(r->'offloaded'), json_array_length(r->'dropped'),
         COALESCE(list_sum(TRY_CAST(json_extract(r, '$.dropped[*].bytes') AS BIGINT[])), 0),
         r->'repairs', r->'summarizer'->>'model',
@@ -158,7 +180,7 @@ PROJECT_SQL: tuple[str, ...] = (
         event_id
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
     """INSERT INTO compaction_views
-      SELECT cid, session_id, side, pos, (v).index, (v).sha256, (v).role, (v).bytes, (v).status
+      SELECT cid, session_id, side, pos, (v).index, {key}, (v).role, (v).bytes, (v).status
       FROM (
         SELECT cid, session_id, 'before' AS side,
                unnest(l) AS v, generate_subscripts(l, 1) - 1 AS pos
@@ -169,7 +191,9 @@ PROJECT_SQL: tuple[str, ...] = (
         SELECT cid, session_id, 'after', unnest(l), generate_subscripts(l, 1) - 1
         FROM (SELECT payload->'record'->>'id' AS cid, session_id,
                      json_transform(payload->'after', '{vi}') AS l
-              FROM batch WHERE type = 'compaction_recorded'))""".replace("{vi}", _VIEW_ITEM),
+              FROM batch WHERE type = 'compaction_recorded'))""".replace(
+        "{vi}", _VIEW_ITEM
+    ).replace("{key}", private_sha("(v).sha256")),
     """INSERT INTO anchor_items
       SELECT cid, session_id, seq, atype, pos, item FROM (
         SELECT cid, session_id, seq, atype, pos,
@@ -186,8 +210,11 @@ PROJECT_SQL: tuple[str, ...] = (
     """INSERT INTO offloads SELECT payload->>'record_id', session_id,
         payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
         TRY_CAST(payload->>'bytes' AS BIGINT), TRY_CAST(payload->>'lines' AS BIGINT),
-        payload->>'sha256', occurred_at, event_id
-      FROM batch WHERE type = 'tool_result_offloaded'""",
+        {key}, occurred_at, event_id
+      FROM batch WHERE type = 'tool_result_offloaded'""".replace(
+        "{key}", private_sha("(payload->>'sha256')")
+    ),
+    "DROP TABLE batch_private",
     f"""INSERT INTO usage SELECT session_id, seq, (u).turn,
         (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
         (u).cache_creation_tokens, (u).model, occurred_at, event_id
@@ -195,4 +222,12 @@ PROJECT_SQL: tuple[str, ...] = (
             FROM batch WHERE type = 'usage_reported')""",
 )
 
-__all__ = ["BASE_DDL", "PROJECTIONS", "PROJECTION_DDL", "PROJECT_SQL", "TABLES"]
+__all__ = [
+    "BASE_DDL",
+    "PRIVATE",
+    "PROJECTIONS",
+    "PROJECTION_DDL",
+    "PROJECT_SQL",
+    "TABLES",
+    "private_sha",
+]

@@ -1,0 +1,59 @@
+"""What one commit hands the store: validated events column by column, and quarantined lines.
+
+Plain containers, cheap to append to and cheap to hand to Arrow; no validation happens here (the
+projector validates) and nothing here touches the database (``store`` does).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+
+@dataclass
+class EventBatch:
+    """Validated spool lines, column by column (cheap to append, cheap to hand to Arrow)."""
+
+    event_id: list[str] = field(default_factory=list)
+    type: list[str] = field(default_factory=list)
+    schema_version: list[int] = field(default_factory=list)
+    session_id: list[str] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    occurred_at: list[dt.datetime] = field(default_factory=list)
+    payload: list[str] = field(default_factory=list)
+    """Each event's payload as JSON text (the upcast form when it came from an older schema)."""
+    source: list[str] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.event_id)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table(
+            {name: getattr(self, name) for name in _INCOMING_SCHEMA.names}, schema=_INCOMING_SCHEMA
+        )
+
+
+@dataclass(frozen=True)
+class QuarantinedLine:
+    source: str
+    line: int
+    reason: str
+    raw: str
+
+
+_INCOMING_SCHEMA = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("type", pa.string()),
+        ("schema_version", pa.int32()),
+        ("session_id", pa.string()),
+        ("seq", pa.int64()),
+        ("occurred_at", pa.timestamp("us", tz="UTC")),
+        ("payload", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+    ]
+)

@@ -1,0 +1,227 @@
+"""The store's files on disk, without DuckDB: owner lock, header, foreign locks and backups.
+
+``EventStore`` asks this module what a database file IS when DuckDB cannot open it: held by a
+live owner (our owner lock file, or DuckDB's own lock taken by another program), not writable,
+no DuckDB file at all, or a DuckDB file of another storage version. ``rebuild`` uses it to move
+a database aside as a backup and prune older backups. It never opens a database and never
+interprets DuckDB's error messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from analytics.errors import StoreLockedError, StoreUnwritableError
+
+OWNER_SUFFIX = ".owner"
+"""``compactlens.duckdb.owner``: flock'ed exclusively by the writer (which writes its PID into
+it), shared by read-only openers, released by the kernel when the process dies."""
+
+HEADER_BYTES = 4096
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+_VERSION_AT = 12
+_LIBRARY_AT, _LIBRARY_LEN = 52, 32
+
+
+@dataclass(frozen=True)
+class Header:
+    """What the first block of a DuckDB file says about who wrote it."""
+
+    storage_version: int
+    library: str
+    """The DuckDB release that wrote it, e.g. ``v1.5.6``."""
+
+
+def read_header(path: Path) -> Header | None:
+    """The DuckDB header of ``path``; None when the file is too short or lacks the magic."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(HEADER_BYTES)
+    except OSError:
+        return None
+    if len(head) < HEADER_BYTES or head[_MAGIC_AT : _MAGIC_AT + 4] != _MAGIC:
+        return None
+    (version,) = struct.unpack_from("<Q", head, _VERSION_AT)
+    raw = head[_LIBRARY_AT : _LIBRARY_AT + _LIBRARY_LEN].split(b"\0", 1)[0]
+    return Header(int(version), raw.decode("ascii", "replace"))
+
+
+def unwritable_reason(path: Path) -> str | None:
+    """Why a read-write open of ``path`` cannot work, or None if nothing on disk forbids it."""
+    parent = path.parent
+    for ancestor in (parent, *parent.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                return f"{ancestor} is a file, not a directory"
+            break
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{path} is read-only"
+    if parent.is_dir() and not os.access(parent, os.W_OK):
+        return f"{parent} is read-only"
+    if parent.is_dir() and os.statvfs(parent).f_flag & os.ST_RDONLY:
+        return f"{parent} is on a read-only file system"
+    return None
+
+
+def unwritable(path: Path, reason: str) -> StoreUnwritableError:
+    return StoreUnwritableError(
+        f"{path} cannot be written: {reason}. Make it writable or pass another --home; "
+        "nothing is lost, the events wait in the spool.",
+        str(path),
+    )
+
+
+def locked(path: Path, pid: int | None, what: str = "another process") -> StoreLockedError:
+    holder = f" (held by PID {pid})" if pid else ""
+    return StoreLockedError(
+        f"{path} is open in {what}{holder}: DuckDB allows one writer per file. Stop that "
+        "process (e.g. the app or a running `compactlens ingest --watch`) and try again; "
+        "nothing is lost, the events wait in the spool.",
+        str(path),
+    )
+
+
+REBUILD = (
+    "Run `compactlens rebuild` to recreate it from the spool (the old file is kept beside it "
+    "as a backup)."
+)
+_DISK_RESERVE_BYTES = 16 * 2**20
+
+
+def disk_full(path: Path) -> str | None:
+    free = shutil.disk_usage(path.parent).free
+    return (
+        f"the disk holding it is full ({free:,} bytes free)" if free < _DISK_RESERVE_BYTES else None
+    )
+
+
+def claim_parent(path: Path) -> None:
+    """Create the database's directory, or say why it cannot be (StoreUnwritableError)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(path, unwritable_reason(path) or exc.strerror or str(exc)) from exc
+
+
+class OwnerLock:
+    """The owner lock of one database: exclusive for the writer, shared for readers."""
+
+    def __init__(self, db: Path, *, exclusive: bool) -> None:
+        self.path = db.with_name(db.name + OWNER_SUFFIX)
+        self.exclusive = exclusive
+        self._fd: int | None = None
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exclusive:
+                raise unwritable(db, unwritable_reason(db) or exc.strerror or str(exc)) from exc
+            return  # a reader in a read-only home: DuckDB's own lock still guards the file
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            raise locked(db, pid) from None
+        if exclusive:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            if self.exclusive:
+                os.ftruncate(fd, 0)
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _read_pid(fd: int) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
+        return int(text) if text else None
+    return None
+
+
+def foreign_lock_pid(path: Path) -> int | None:
+    """The PID of another process holding DuckDB's own (POSIX) lock on ``path``, else None.
+
+    Asks the kernel (F_GETLK) without taking the lock, so our own locks are left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
+        kind, _whence, _start, _len, pid = struct.unpack("hhqqi", answer)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOLCK):
+            return None
+        raise
+    finally:
+        os.close(fd)
+    return int(pid) if kind != fcntl.F_UNLCK and pid != os.getpid() else None
+
+
+# ---------------------------------------------------------------- backups
+
+
+@dataclass(frozen=True)
+class Backup:
+    path: Path
+    """The old database file, renamed; its write-ahead log (if any) is ``path`` + ``.wal``."""
+    bytes: int
+    """Database file plus write-ahead log."""
+
+
+def move_aside(db: Path, stamp: str) -> Backup | None:
+    """Rename ``db`` and its write-ahead log to ``<db>.bak-<stamp>[.wal]``; None if no db."""
+    if not (db.exists() or db.is_symlink()):
+        return None
+    target = db.with_name(f"{db.name}.bak-{stamp}")
+    db.rename(target)
+    with contextlib.suppress(FileNotFoundError):
+        db.with_name(db.name + ".wal").rename(target.with_name(target.name + ".wal"))
+    return Backup(target, _size(target) + _size(target.with_name(target.name + ".wal")))
+
+
+def backups_of(db: Path) -> list[Path]:
+    """Backups of ``db`` (not their logs), oldest first (the stamp sorts by time)."""
+    found = db.parent.glob(f"{db.name}.bak-*")
+    return sorted(p for p in found if not p.name.endswith(".wal"))
+
+
+def prune_backups(db: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` backups of ``db``; returns what was deleted."""
+    old = backups_of(db)
+    doomed = old[: max(0, len(old) - keep)]
+    for path in doomed:
+        for part in (path, path.with_name(path.name + ".wal")):
+            if part.is_dir():
+                _remove_tree(part)
+            else:
+                part.unlink(missing_ok=True)
+    return doomed
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path)
