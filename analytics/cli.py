@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from typer._click.core import Context as ClickContext
+from typer._click.core import Parameter
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from analytics.commands import (
     RunReport,
@@ -28,6 +32,7 @@ from analytics.commands import (
     run_replay,
     run_watch,
 )
+from analytics.inputs import MAX_WINDOW, HomeError, check_home, skipped_issues
 from analytics.projector import IngestResult
 from analytics.stats import headline_stats
 from analytics.store import EventStore, StoreError, StoreLockedError
@@ -41,6 +46,7 @@ from analytics.terminal import (
     print_error,
     print_issues,
     print_quarantined,
+    print_skipped,
     replay_summary,
     stats_table,
 )
@@ -54,6 +60,7 @@ from compactor import (
     ExtractiveSummarizer,
     JsonlRecordStore,
     LLMSummarizer,
+    Message,
     OpenAIChatModel,
     ProgressiveCompactor,
     SpoolSink,
@@ -63,8 +70,29 @@ from compactor import (
     validate_history,
 )
 
-app = typer.Typer(add_completion=False, no_args_is_help=True)
-export_app = typer.Typer(no_args_is_help=True, help="Write the store's tables to files.")
+
+def _flags_untyped(params: list[Parameter]) -> list[Parameter]:
+    """Flags (``--watch``, ``--help``) take no value: show no ``<bool>`` type in the help."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: ClickContext) -> list[Parameter]:
+        return _flags_untyped(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: ClickContext) -> list[Parameter]:
+        return _flags_untyped(super().get_params(ctx))
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group)
+export_app = typer.Typer(
+    no_args_is_help=True, help="Write the store's tables to files.", cls=_Group
+)
 app.add_typer(export_app, name="export")
 
 
@@ -92,12 +120,25 @@ HomeOption = Annotated[
 ]
 
 
-def resolve_home(home: Path | None) -> Path:
-    """``--home``, else ``$COMPACTLENS_HOME``, else ``./data``."""
-    if home is not None:
-        return home
+WindowOption = Annotated[
+    int,
+    typer.Option(
+        "--window", min=1, max=MAX_WINDOW, help="Context window in tokens (1 to 100,000,000)"
+    ),
+]
+
+
+def resolve_home(home: Path | None, *, write: bool = True) -> Path:
+    """``--home``, else ``$COMPACTLENS_HOME``, else ``./data``; exit 1 with one line when it is
+    a file, under a file, or (for commands that write) not writable."""
     env = os.environ.get("COMPACTLENS_HOME")
-    return Path(env) if env else Path("data")
+    root = home if home is not None else Path(env) if env else Path("data")
+    try:
+        check_home(root, write=write)
+    except HomeError as exc:
+        print_error(str(exc))
+        raise typer.Exit(1) from None
+    return root
 
 
 @app.callback()
@@ -105,16 +146,19 @@ def _root() -> None:
     """compactlens: progressive context compaction for LLM agents, and its analytics."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     home: HomeOption = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the app")] = False,
-    window: Annotated[int, typer.Option(help="Context window in tokens")] = 32_000,
+    window: WindowOption = 32_000,
     sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to run")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the first session")] = 7,
 ) -> None:
     """Generate synthetic agent sessions and run them through CompactionSession, offline."""
     root = resolve_home(home)
+    prompt = estimate_tokens([Message(role="system", content=SYSTEM_PROMPT)])
+    if prompt >= window:
+        _window_too_small(window, f"the demo agent's system prompt alone is {prompt:,} tokens")
     sink = SpoolSink(root / "spool")
     store = JsonlRecordStore(root / "records")
     base = ProgressiveCompactor(
@@ -161,6 +205,16 @@ def demo(
         )
 
 
+def _window_too_small(window: int, why: str) -> None:
+    err_console.print(
+        f"warning: --window {window:,} is smaller than the agent's own prompt ({why}); every "
+        "turn ends in an emergency truncation that cannot get under the window",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
+
+
 def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> None:
     table = Table(title="Compactions by tier")
     table.add_column("tier")
@@ -203,18 +257,31 @@ def _handled() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _finish(report: RunReport) -> None:
-    print_issues(report.issues)
+def _finish(report: RunReport, paths: Sequence[Path]) -> None:
+    """Problem lines, then exit 1 if any input was rejected or any event not recorded.
+
+    Files found in a folder that are not transcripts are listed as skipped and do not count.
+    """
+    skipped = skipped_issues(paths, report.issues)
+    rejected = [i for i in report.issues if i not in skipped]
+    print_skipped(skipped)
+    print_issues(rejected)
     if report.spool_error:
         print_error(f"{report.spool_error}; these events were not recorded, run the command again")
-    if report.issues:
-        n = len({i.path for i in report.issues})
-        print_error(f"{n} input{'s' * (n != 1)} rejected (see above); everything else was loaded")
-    if report.rejected:
+    if rejected:
+        n = len({i.path for i in rejected})
+        if report.sessions or report.records:
+            rest = "everything else was loaded"
+        elif report.skipped:
+            rest = "everything else was already in the store"
+        else:
+            rest = "nothing was loaded"
+        print_error(f"{n} input{'s' * (n != 1)} rejected (see above); {rest}")
+    if rejected or report.spool_error:
         raise typer.Exit(1)
 
 
-@app.command("import")
+@app.command("import", cls=_Command)
 def import_(
     paths: PathsArgument,
     fmt: FormatOption = FormatName.AUTO,
@@ -234,8 +301,8 @@ def import_(
             on_file=bars.files("importing"),
             on_ingest=bars.spool("projecting"),
         )
-    import_summary(report)
-    _finish(report)
+    import_summary(report, len(skipped_issues(paths, report.issues)))
+    _finish(report, paths)
 
 
 def _summarizer(spec: str) -> Summarizer:
@@ -272,10 +339,10 @@ def _config(path: Path | None) -> CompactorConfig:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
 
 
-@app.command()
+@app.command(cls=_Command)
 def replay(
     paths: PathsArgument,
-    window: Annotated[int, typer.Option(min=1, help="Context window in tokens")],
+    window: WindowOption,
     config: Annotated[
         Path | None, typer.Option(help="JSON or TOML file of CompactorConfig fields")
     ] = None,
@@ -292,11 +359,12 @@ def replay(
     ] = False,
 ) -> None:
     """Replay transcripts through CompactionSession, emitting compaction events, and project."""
+    chosen, settings = _summarizer(summarizer), _config(config)  # usage errors before any write
     root = resolve_home(home)
     compactor = ProgressiveCompactor(
-        _summarizer(summarizer),
+        chosen,
         window,
-        config=_config(config),
+        config=settings,
         offloader=CompactionOffloader(root / "offload", "replay"),
     )
     with _handled(), RunProgress() as bars:
@@ -310,8 +378,15 @@ def replay(
             on_file=bars.files("replaying"),
             on_ingest=bars.spool("projecting"),
         )
-    replay_summary(report, window)
-    _finish(report)
+    replay_summary(report, window, len(skipped_issues(paths, report.issues)))
+    over = [r for r in report.replays if r.max_view_tokens > window]
+    if over:
+        _window_too_small(
+            window,
+            f"{len(over)} of {len(report.replays)} sessions still had a view over the window "
+            "after compaction: their system prompt, task and newest exchange alone exceed it",
+        )
+    _finish(report, paths)
 
 
 def _print_batch(result: IngestResult) -> None:
@@ -322,7 +397,7 @@ def _print_batch(result: IngestResult) -> None:
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def ingest(
     watch: Annotated[bool, typer.Option(help="Keep projecting until SIGTERM or Ctrl-C")] = False,
     interval: Annotated[
@@ -352,7 +427,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def rebuild(home: HomeOption = None) -> None:
     """Recreate every table from the spool; the old database file is kept as a backup."""
     root = resolve_home(home)
@@ -363,35 +438,56 @@ def rebuild(home: HomeOption = None) -> None:
     ingest_summary(report, "rebuild")
 
 
-@app.command()
+@app.command(cls=_Command)
 def stats(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout")] = False,
     home: HomeOption = None,
 ) -> None:
     """Headline figures: sessions, compactions per tier, emergencies, ratio, quarantine."""
-    root = resolve_home(home)
+    root = resolve_home(home, write=False)
     with _handled(), EventStore.for_home(root, read_only=True) as store:
-        figures = headline_stats(store)
+        figures = headline_stats(store, root / "spool")
     if as_json:
         typer.echo(figures.model_dump_json())
     else:
         stats_table(figures)
 
 
-@export_app.command("parquet")
+@export_app.command("parquet", cls=_Command)
 def export_parquet(
-    out_dir: Annotated[Path, typer.Argument(help="Folder for one .parquet file per table")],
+    out: Annotated[str, typer.Argument(help="Folder for one .parquet file per table")],
     home: HomeOption = None,
 ) -> None:
     """Write every table of the store as Parquet."""
-    root = resolve_home(home)
+    if not out.strip():
+        raise typer.BadParameter(
+            f"{out!r}: name the folder to write the Parquet files to (. for this one)",
+            param_hint="DIR",
+        )
+    out_dir = Path(out)
+    root = resolve_home(home, write=False)
     with _handled(), EventStore.for_home(root, read_only=True) as store:
         written = store.export_parquet(out_dir)
     console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
 
 
 def main() -> None:
-    app()
+    """The console script: a reader that goes away (``| head``) ends the command quietly."""
+    try:
+        app()
+    finally:
+        _quiet_if_stdout_closed()
+
+
+def _quiet_if_stdout_closed() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit and would print "Exception ignored": point the
+        # descriptor at /dev/null so that last flush succeeds.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ simply not transcripts (skipped) from the rejected ones.
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -30,6 +32,8 @@ from analytics.importers import (
 from compactor import CompactionRecord
 
 FormatChoice = TranscriptFormat | Literal["auto"]
+MAX_WINDOW = 100_000_000
+"""The largest ``--window`` accepted: far beyond any model's context, small enough to be one."""
 Item = ImportedSession | CompactionRecord
 
 
@@ -95,3 +99,32 @@ def _unexpected(file: Path, exc: Exception) -> ImportIssue:
         reason=f"the importer failed unexpectedly ({type(exc).__name__}: {exc}); file skipped, "
         "please report this",
     )
+
+
+class HomeError(Exception):
+    """The data folder cannot be used; the message says why and what to do."""
+
+
+def check_home(root: Path, *, write: bool) -> None:
+    """Fail with a ``HomeError`` saying exactly what is wrong with the data folder.
+
+    A path that is a file, or under a file, is named as such; with ``write`` the folder is
+    created and a probe file written, so that a read-only folder or file system (which even
+    root cannot write) is found before any work starts, not in the middle of it.
+    """
+    if root.exists() and not root.is_dir():
+        raise HomeError(f"--home {root} is a file, not a folder; pass a folder")
+    blocker = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise HomeError(f"--home {root}: {blocker} is a file, not a folder; pass another path")
+    if not write:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        why = "read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else "unusable"
+        raise HomeError(
+            f"--home {root} is {why} ({exc.strerror or exc}); pass a folder you can write to"
+        ) from None

@@ -131,6 +131,12 @@ def print_issues(issues: Sequence[ImportIssue]) -> None:
         err_console.print(f"rejected: {first}{more}", soft_wrap=True, markup=False, highlight=False)
 
 
+def print_skipped(issues: Sequence[ImportIssue]) -> None:
+    """One line per file found in a folder that is not a transcript: skipped, not rejected."""
+    for issue in issues:
+        err_console.print(f"skipped: {issue}", soft_wrap=True, markup=False, highlight=False)
+
+
 def print_quarantined(lines: Sequence[QuarantinedLine]) -> None:
     for q in lines[:MAX_LISTED]:
         err_console.print(
@@ -167,21 +173,29 @@ def _ingest_rows(result: IngestResult) -> list[tuple[str, object]]:
     ]
 
 
-def import_summary(report: RunReport) -> None:
+def _problem_files(report: RunReport, skipped: int) -> int:
+    return len({i.path for i in report.issues}) - skipped
+
+
+def import_summary(report: RunReport, skipped: int = 0) -> None:
+    """The import table; ``skipped`` files in folders were not transcripts."""
     rows: list[tuple[str, object]] = [
         ("files read", report.files),
         ("sessions imported", report.sessions),
         ("already in the store, skipped", report.skipped),
         ("messages", report.messages),
         ("compaction records", report.records),
-        ("files with problems", len({i.path for i in report.issues})),
+        ("files skipped (not transcripts)", skipped),
+        ("files with problems", _problem_files(report, skipped)),
     ]
     console.print(_figures("import", rows))
     console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
 
 
-def replay_summary(report: RunReport, window: int) -> None:
+def replay_summary(report: RunReport, window: int, skipped: int = 0) -> None:
+    """The replay table, with how many sessions' largest view exceeded the window."""
     tiers = report.tier_counts()
+    over = sum(1 for r in report.replays if r.max_view_tokens > window)
     rows: list[tuple[str, object]] = [
         ("files read", report.files),
         ("sessions replayed", report.sessions),
@@ -191,7 +205,9 @@ def replay_summary(report: RunReport, window: int) -> None:
         ("tokens saved", sum(r.tokens_saved for r in report.replays)),
         ("largest view (tokens)", max((r.max_view_tokens for r in report.replays), default=0)),
         ("window (tokens)", window),
-        ("files with problems", len({i.path for i in report.issues})),
+        ("sessions with a view over the window", over),
+        ("files skipped (not transcripts)", skipped),
+        ("files with problems", _problem_files(report, skipped)),
     ]
     console.print(_figures("replay", rows))
     console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
@@ -202,16 +218,31 @@ def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
 
 
 def stats_table(stats: HeadlineStats) -> None:
+    """The headline figures, each emergency kind explained, and a warning for an unprojected
+    spool (on stderr)."""
     ratio = stats.median_compression_ratio
     rows: list[tuple[str, object]] = [
         ("sessions", stats.sessions),
         ("messages", stats.messages),
         ("events", stats.events),
         *((f"{tier} compactions", n) for tier, n in stats.compactions.items()),
-        ("emergencies", stats.emergencies),
-        ("median compression ratio", "–" if ratio is None else f"{ratio:.3f}"),
+        ("emergencies (context at the emergency threshold)", stats.emergencies),
+        ("  truncations (messages dropped: context lost)", stats.emergency.truncations),
+        ("  offload only (nothing dropped)", stats.emergency.offload_only),
+        (
+            "median compression ratio (tokens after/before)",
+            "–" if ratio is None else f"{ratio:.3f}",
+        ),
         ("anchor items", stats.anchor_items),
         ("offloads", stats.offloads),
         ("quarantined lines", stats.quarantined_lines),
     ]
     console.print(_figures("compactlens", rows))
+    if stats.unprojected_spool_bytes:
+        err_console.print(
+            f"warning: {filesize.decimal(stats.unprojected_spool_bytes)} of spool events are not "
+            "projected yet and not counted above; run `compactlens ingest`",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )

@@ -40,6 +40,8 @@ STATS_KEYS = {
     "anchor_items",
     "offloads",
     "quarantined_lines",
+    "emergency",
+    "unprojected_spool_bytes",
 }
 
 
@@ -215,9 +217,9 @@ def test_replay_of_a_mini_swe_agent_transcript_records_compactions(home: Path) -
     (imported,), _ = import_path(MINI_FILE)
     result = run("replay", MINI_FILE, "--window", "16000", "--home", home)
     assert result.exit_code == 0, result.output
-    sid = f"{imported.session_id}@16000"
-    assert count(home, f"SELECT count(*) FROM compactions WHERE session_id = '{sid}'") > 0
-    assert count(home, f"SELECT count(*) FROM sessions WHERE session_id = '{sid}'") == 1
+    sid = f"{imported.session_id}@16000#"  # then the hash of the replay's settings
+    assert count(home, f"SELECT count(*) FROM compactions WHERE session_id ^@ '{sid}'") > 0
+    assert count(home, f"SELECT count(*) FROM sessions WHERE session_id ^@ '{sid}'") == 1
     assert count(home, "SELECT count(*) FROM sessions WHERE source = 'replay'") == 1
     offloaded = count(home, "SELECT count(*) FROM offloads")
     assert offloaded == 0 or any((home / "offload").rglob("*.txt"))
@@ -316,9 +318,16 @@ def test_stats_json_is_one_object_equal_to_store_queries(home: Path) -> None:
             n = one(f"SELECT count(*) {effective} AND tier = {int(tier)}")
             assert figures["compactions"][tier.name.lower()] == n
         assert figures["emergencies"] == one("SELECT count(*) FROM compactions WHERE tier = 4")
+        truncations = one("SELECT count(*) FROM compactions WHERE tier = 4 AND n_dropped > 0")
+        assert figures["emergency"]["truncations"] == truncations
+        offload_only = one(
+            "SELECT count(*) FROM compactions WHERE tier = 4 AND effective AND n_dropped = 0"
+        )
+        assert figures["emergency"]["offload_only"] == offload_only
         median = one(f"SELECT median(compression_ratio) {effective}")
         assert figures["median_compression_ratio"] == pytest.approx(median)
     assert figures["sessions"] == 2 and sum(figures["compactions"].values()) > 0
+    assert figures["unprojected_spool_bytes"] == 0
 
 
 def test_stats_without_a_database_says_to_ingest(home: Path) -> None:
