@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine, claim_parent
 from analytics.store_files import (
+    BACKUP_STAMP,
     OwnerLock,
     foreign_lock_pid,
     locked,
@@ -281,7 +282,7 @@ def rebuild(
         pid = foreign_lock_pid(db)
         if pid is not None:
             raise locked(db, pid, "another program")
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        stamp = dt.datetime.now(dt.UTC).strftime(BACKUP_STAMP)
         try:
             moved = move_aside(db, stamp)
             pruned = prune_backups(db, keep_backups)

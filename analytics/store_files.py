@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import struct
 from dataclasses import dataclass
@@ -196,10 +197,14 @@ def move_aside(db: Path, stamp: str) -> Backup | None:
     return Backup(target, _size(target) + _size(target.with_name(target.name + ".wal")))
 
 
+BACKUP_STAMP = "%Y%m%dT%H%M%S%f"
+_STAMPED = re.compile(r"\.bak-\d{8}T\d{12}")
+
+
 def backups_of(db: Path) -> list[Path]:
-    """Backups of ``db`` (not their logs), oldest first (the stamp sorts by time)."""
+    """Backups of ``db`` (not their logs or lock files), oldest first (stamps sort by time)."""
     found = db.parent.glob(f"{db.name}.bak-*")
-    return sorted(p for p in found if not p.name.endswith(".wal"))
+    return sorted(p for p in found if _STAMPED.fullmatch(p.name[len(db.name) :]))
 
 
 def prune_backups(db: Path, keep: int) -> list[Path]:
@@ -207,7 +212,7 @@ def prune_backups(db: Path, keep: int) -> list[Path]:
     old = backups_of(db)
     doomed = old[: max(0, len(old) - keep)]
     for path in doomed:
-        for part in (path, path.with_name(path.name + ".wal")):
+        for part in (path, *(path.with_name(path.name + s) for s in (".wal", OWNER_SUFFIX))):
             if part.is_dir():
                 _remove_tree(part)
             else:

@@ -9,36 +9,25 @@ test_projector.py.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from analytics.projector import rebuild
 from analytics.store import (
-    DB_NAME,
     STORE_SCHEMA_VERSION,
     EventStore,
-    StoreLockedError,
-    StoreVersionError,
 )
 from analytics.store_sql import TABLES
 from analytics.synthetic import generate_session
-from compactor import Message, SpoolSink, ToolCall, sha256_of
+from compactor import Message, SpoolSink, ToolCall
+from compactor.events import sha256_of
 from tests.analytics.spool_helpers import (
     SessionRun,
-    assert_same_tables,
     ingest,
     run_session,
-    snapshot,
-    snapshot_home,
-    write_lines,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,99 +263,3 @@ def test_metadata_capture_stores_no_message_content_anywhere(tmp_path: Path) -> 
     assert leaks == {}
     for spool_file in (tmp_path / "spool").iterdir():
         assert SECRET.encode() not in spool_file.read_bytes(), spool_file
-
-
-# ---------------------------------------------------------------- bad store states
-
-
-def _good_home(home: Path) -> dict[str, pl.DataFrame]:
-    """A store ingested from a spool of two sessions and one bad line; its snapshot."""
-    sink = SpoolSink(home / "spool")
-    run_session(home, sink, 3)
-    run_session(home, sink, 4, capture="metadata")
-    write_lines(home / "spool" / "zz-bad.jsonl", ["not an event"])
-    ingest(home)
-    reference = snapshot_home(home)
-    assert reference["events"].height > 0 and reference["quarantine"].height == 1
-    return reference
-
-
-def _assert_rebuild_restores(home: Path, reference: dict[str, pl.DataFrame]) -> Path:
-    """rebuild(home) recreates every table from the spool; returns the single backup."""
-    result = rebuild(home)
-    assert result.ingest.new_events == reference["events"].height
-    assert_same_tables(reference, snapshot_home(home))
-    backups = sorted(home.glob(f"{DB_NAME}.bak-*"))
-    assert len(backups) == 1, backups
-    assert result.backup == backups[0]
-    return backups[0]
-
-
-_HOLD_STORE = """
-import sys, time
-from analytics.store import EventStore
-
-store = EventStore(sys.argv[1])
-print("holding", flush=True)
-time.sleep(120)
-"""
-
-
-@contextlib.contextmanager
-def _held(db: Path) -> Iterator[subprocess.Popen[str]]:
-    """A second process that opened ``db`` read-write and keeps it open until killed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_STORE, str(db)], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "holding"
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_store_held_by_another_process_raises_locked_error_saying_what_to_do(
-    tmp_path: Path,
-) -> None:
-    reference = _good_home(tmp_path)
-    with _held(tmp_path / DB_NAME) as holder:
-        for read_only in (False, True):
-            with pytest.raises(StoreLockedError) as caught:
-                EventStore.for_home(tmp_path, read_only=read_only)
-            message = str(caught.value)
-            assert str(tmp_path / DB_NAME) in message
-            assert f"held by PID {holder.pid}" in message
-            assert "another process" in message and "one writer" in message
-            assert "Stop that process" in message and "spool" in message
-    backup = _assert_rebuild_restores(tmp_path, reference)
-    with EventStore(backup, read_only=True) as old:
-        assert_same_tables(reference, snapshot(old))
-
-
-def test_garbage_database_file_raises_version_error_pointing_to_rebuild(tmp_path: Path) -> None:
-    reference = _good_home(tmp_path)
-    garbage = b"this is not a duckdb database\x00\xff" * 2048
-    (tmp_path / DB_NAME).write_bytes(garbage)
-    with pytest.raises(StoreVersionError) as caught:
-        EventStore.for_home(tmp_path)
-    message = str(caught.value)
-    assert str(tmp_path / DB_NAME) in message
-    assert "`compactlens rebuild`" in message and "backup" in message
-    backup = _assert_rebuild_restores(tmp_path, reference)
-    assert backup.read_bytes() == garbage
-
-
-def test_store_of_another_schema_version_raises_version_error(tmp_path: Path) -> None:
-    reference = _good_home(tmp_path)
-    with EventStore.for_home(tmp_path) as store:
-        store.con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreVersionError) as caught:
-        EventStore.for_home(tmp_path)
-    message = str(caught.value)
-    assert "schema 99" in message and f"uses {STORE_SCHEMA_VERSION}" in message
-    assert "`compactlens rebuild`" in message
-    backup = _assert_rebuild_restores(tmp_path, reference)
-    with pytest.raises(StoreVersionError):
-        EventStore(backup, read_only=True)
