@@ -72,6 +72,14 @@ def parse_json(text: str) -> Parsed:
     return Parsed(cleaned, counter[0], offset, escape)
 
 
+def decode_error(exc: json.JSONDecodeError, *, with_line: bool) -> str:
+    """``invalid JSON: <what> at column N`` (or line and column), however ``json`` words it:
+    some of its messages already end in "at" ("Unterminated string starting at")."""
+    place = f"line {exc.lineno}, column {exc.colno}" if with_line else f"column {exc.colno}"
+    msg = exc.msg.removesuffix(" at")
+    return f"invalid JSON: {msg} at {place}"
+
+
 def line_of(text: str, offset: int) -> int:
     """The 1-based line number of character ``offset``."""
     return text.count("\n", 0, offset) + 1

@@ -19,7 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from analytics.errors import TranscriptError, UnknownFormatError
-from analytics.importers.json_text import BOM, JsonTooDeepError, line_of, parse_json
+from analytics.importers.json_text import (
+    BOM,
+    JsonTooDeepError,
+    decode_error,
+    line_of,
+    parse_json,
+)
 from analytics.importers.session import ImportIssue
 
 HEAD_BYTES = 64 * 1024
@@ -110,7 +116,7 @@ def load_json_document(path: Path, report: Reporter | None = None) -> Any:
         hint = "; the file ends mid-document (truncated?)" if truncated else ""
         raise TranscriptError(
             str(path),
-            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){hint}",
+            f"{decode_error(exc, with_line=True)}{hint}",
             line=exc.lineno,
         ) from None
     except JsonTooDeepError as exc:
@@ -176,12 +182,14 @@ def _decode_line(raw: bytes, lineno: int, report: Reporter) -> dict[str, Any] | 
     except UnicodeDecodeError as exc:
         report(f"not UTF-8 text (invalid byte at column {exc.start + 1}); line skipped", lineno)
         return None
+    text = text.rstrip("\r\n")  # a string cut at the line end is unterminated, not a control char
     try:
         parsed = parse_json(text)
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(text.rstrip())
+        # a JSON Lines string cannot hold a raw newline: unterminated means cut at the line end
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         hint = "; the line is cut short (truncated?)" if truncated else ""
-        report(f"invalid JSON: {exc.msg} (column {exc.colno}){hint}; line skipped", lineno)
+        report(f"{decode_error(exc, with_line=False)}{hint}; line skipped", lineno)
         return None
     except JsonTooDeepError as exc:
         report(f"{exc}; line skipped", lineno)
