@@ -263,3 +263,59 @@ def test_metadata_capture_stores_no_message_content_anywhere(tmp_path: Path) -> 
     assert leaks == {}
     for spool_file in (tmp_path / "spool").iterdir():
         assert SECRET.encode() not in spool_file.read_bytes(), spool_file
+
+
+def test_metadata_session_is_not_joinable_to_text_another_session_stored(tmp_path: Path) -> None:
+    """The same conversation captured twice, once in full and once as metadata: no hash of the
+    metadata session's rows may find the full session's text."""
+    sink = SpoolSink(tmp_path / "spool")
+    shared = _with_repeats(6)
+    full = run_session(tmp_path, sink, 6, messages=shared)
+    private = run_session(tmp_path, sink, 6, capture="metadata", messages=shared)
+    ingest(tmp_path)
+    bare = {sha256_of(m) for m in shared} | {
+        sha256_of(m) for v in full.views.values() for m in v[1]
+    }
+    with EventStore.for_home(tmp_path) as store:
+        blobs = set(store.query("SELECT sha256 FROM message_blobs")["sha256"].to_list())
+        assert {sha256_of(m) for m in shared} <= blobs  # the full session's text is stored
+        hashes = store.query(
+            """SELECT sha256 FROM messages WHERE session_id = $s
+               UNION ALL SELECT sha256 FROM compaction_views WHERE session_id = $s
+               UNION ALL SELECT sha256 FROM offloads WHERE session_id = $s
+               UNION ALL SELECT system_prompt_sha256 FROM sessions WHERE session_id = $s""",
+            {"s": private.session_id},
+        )["sha256"].to_list()
+        assert len(hashes) > len(shared)
+        assert set(hashes).isdisjoint(blobs | bare)
+        repeats = store.query(
+            "SELECT idx, sha256 FROM messages WHERE session_id = ? AND idx >= ? ORDER BY idx",
+            [private.session_id, len(shared) - 1 - len(REPEATED)],
+        )["sha256"].to_list()
+        assert repeats[0] == repeats[2] and repeats[1] == repeats[3]  # equal within the session
+        assert repeats[0] != repeats[1]
+        full_refs = store.query(
+            """SELECT count(*) AS n FROM compaction_views cv ANTI JOIN message_blobs b
+               USING (sha256) WHERE cv.session_id = ?""",
+            [full.session_id],
+        ).item()
+        assert full_refs == 0  # the full session still resolves every reference
+
+
+def test_empty_compaction_error_and_fallback_are_null_not_empty_strings(
+    tmp_path: Path, full_run: SessionRun
+) -> None:
+    with EventStore.for_home(tmp_path) as store:
+        records = [
+            json.loads(p)["record"]
+            for p in store.query(
+                "SELECT CAST(payload AS VARCHAR) AS p FROM events "
+                "WHERE type = 'compaction_recorded'"
+            )["p"].to_list()
+        ]
+        rows = store.query("SELECT id, error, fallback FROM compactions").rows()
+    expected = {r["id"]: (r.get("error") or None, r.get("fallback") or None) for r in records}
+    assert {r[0]: (r[1], r[2]) for r in rows} == expected
+    assert any(f is not None for _e, f in expected.values())  # an emergency names its fallback
+    assert any(f is None for _e, f in expected.values())
+    assert all(v != "" for row in rows for v in row[1:])
