@@ -203,7 +203,11 @@ def test_nothing_else_was_loaded_is_not_claimed_when_nothing_else_was_given(
 def test_a_home_that_is_a_file_says_so_in_one_line(tmp_path: Path, command: str) -> None:
     home = tmp_path / "home"
     home.write_text("not a folder")
-    args = {"import": [SWE_FILE], "demo": ["--no-browser", "--sessions", "1"]}.get(command, [])
+    extra: dict[str, list[str | Path]] = {
+        "import": [SWE_FILE],
+        "demo": ["--no-browser", "--sessions", "1"],
+    }
+    args = extra.get(command, [])
     result = run(command, *args, "--home", home)
     assert result.exit_code == 1
     assert result.output.strip() == f"error: --home {home} is a file, not a folder; pass a folder"
