@@ -27,7 +27,6 @@ from compactor import (
     Message,
     OverheadCalibratedEstimator,
     ProgressiveCompactor,
-    message_bytes,
 )
 from compactor.events import Capture
 
@@ -115,7 +114,6 @@ def replay_session(
         },
     )
     result = ReplayResult(session_id=sid, format=imported.format)
-    system_bytes = message_bytes(system) if system is not None else 0
     for i, msg in enumerate(msgs[1:] if system else msgs, start=1 if system else 0):
         if msg.role == "assistant":
             view, record = session.prepare()
@@ -127,10 +125,9 @@ def replay_session(
                 on_view(i, view, record)
             usage = imported.usage_at(i)
             if usage is not None and usage.input_tokens:
-                original = (session.history_bytes + system_bytes) // 4
                 session.observe_usage(
                     input_tokens=usage.input_tokens,
-                    estimated_input_tokens=original,
+                    prompt="history",  # the transcript's usage is of the uncompacted prompt
                     output_tokens=usage.output_tokens or 0,
                     cache_read_tokens=usage.cache_read_tokens or 0,
                     cache_creation_tokens=usage.cache_write_tokens or 0,

@@ -28,11 +28,11 @@ from analytics.store import EventStore
 from compactor import (
     CompactionOffloader,
     CompactionTier,
-    Event,
     ExtractiveSummarizer,
     ProgressiveCompactor,
     SpoolSink,
 )
+from compactor.events import Event
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "transcripts"
 WINDOW = 32_000

@@ -38,21 +38,24 @@ from analytics.projector import Projector, parse_line
 from analytics.store import EventStore
 from analytics.synthetic import generate_session
 from compactor import (
-    SCHEMA_VERSION,
     CompactionOffloader,
-    CompactionRecorded,
     CompactionSession,
     CompactorConfig,
     ExtractiveSummarizer,
     MemorySink,
     Message,
     ProgressiveCompactor,
+)
+from compactor.events import (
+    SCHEMA_VERSIONS,
+    CompactionRecorded,
     SessionStarted,
     ToolResultOffloaded,
     UsageReported,
+    current_producer,
+    message_appended,
     parse_event,
 )
-from compactor.events import current_producer, message_appended
 from compactor.tokens import message_bytes
 
 EVENTS = 1_000_000
@@ -122,7 +125,8 @@ class Envelopes:
 
     def line(self, type_: str, session_id: str, seq: int, at: dt.datetime, payload: str) -> str:
         return (
-            f'{{"event_id":"{self.new_id()}","type":"{type_}","schema_version":{SCHEMA_VERSION},'
+            f'{{"event_id":"{self.new_id()}","type":"{type_}",'
+            f'"schema_version":{SCHEMA_VERSIONS[type_]},'
             f'"session_id":"{session_id}","seq":{seq},"occurred_at":"{at.isoformat()}",'
             f'"producer":{self.producer},"payload":{payload}}}'
         )

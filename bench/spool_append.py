@@ -29,14 +29,12 @@ from typing import TypeVar
 from analytics.synthetic import generate_session
 from compactor import (
     CompactionSession,
-    Event,
-    EventFactory,
     ExtractiveSummarizer,
     Message,
     ProgressiveCompactor,
     SpoolSink,
-    parse_event,
 )
+from compactor.events import Event, EventFactory, parse_event
 from compactor.events import message_appended
 
 TARGET_US = 20.0

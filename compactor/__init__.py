@@ -1,18 +1,14 @@
 """compactor: progressive context compaction for LLM agent loops.
 
-The public surface: every name a caller may import, re-exported explicitly. Nothing else here.
+The public surface (SPEC 3.1): every name a caller may import, re-exported explicitly. The event
+schema is the documented module ``compactor.events``; every other module is internal.
 """
 
-from compactor.anchors import (
-    ANCHOR_ORDER,
-    ANCHOR_TITLES,
-    Anchor,
-    AnchorType,
-    anchor_items,
-    format_anchors,
-    is_na,
-    merge_anchors,
-    parse_anchors_and_summary,
+from compactor.anchors import Anchor, AnchorType, merge_anchors, parse_anchors_and_summary
+from compactor.compaction_message import (
+    CompactionState,
+    find_task_index,
+    parse_compaction_message,
 )
 from compactor.config import CompactorConfig
 from compactor.errors import (
@@ -22,37 +18,8 @@ from compactor.errors import (
     RecordStoreError,
     SummarizerError,
 )
-from compactor.events import (
-    EVENT_TYPES,
-    SCHEMA_VERSION,
-    UPCASTERS,
-    Capture,
-    CompactionRecorded,
-    Event,
-    EventFactory,
-    MessageAppended,
-    Payload,
-    Producer,
-    SessionDeleted,
-    SessionStarted,
-    SyntheticMessage,
-    ToolResultOffloaded,
-    UsageReported,
-    ViewItem,
-    message_appended,
-    parse_event,
-    redact_record,
-    sha256_of,
-)
 from compactor.extractive import ExtractiveSummarizer
-from compactor.fallback import (
-    COMPACTION_MARKER,
-    TokenBudgetCompactor,
-    find_task_index,
-    is_compaction_message,
-    repair_orphaned_tool_pairs,
-    validate_history,
-)
+from compactor.fallback import TokenBudgetCompactor
 from compactor.llm import AnthropicChatModel, OpenAIChatModel
 from compactor.messages import (
     Message,
@@ -64,9 +31,9 @@ from compactor.messages import (
     messages_to_openai,
     to_openai,
 )
-from compactor.notify import format_notification, format_tokens
-from compactor.offload import CompactionOffloader, OffloadHook, is_offloaded
-from compactor.outcome import CompactionOutcome
+from compactor.notify import format_notification
+from compactor.offload import CompactionOffloader, OffloadHook
+from compactor.pairs import repair_orphaned_tool_pairs, validate_history
 from compactor.progressive import ProgressiveCompactor
 from compactor.protocols import (
     Compactor,
@@ -81,13 +48,10 @@ from compactor.records import (
     DroppedMessage,
     JsonlRecordStore,
     OffloadEntry,
-    RecordLineError,
-    RecordReadResult,
     RecordStore,
     SummarizerStats,
     read_record_file,
 )
-from compactor.safepath import safe_name
 from compactor.session import CompactionSession
 from compactor.sinks import EventSink, MemorySink, SpoolSink
 from compactor.summarize import (
@@ -99,7 +63,6 @@ from compactor.summarize import (
     SummaryResult,
     TokenUsage,
 )
-from compactor.tiers import split_head_tail, tier_for_ratio
 from compactor.tokens import (
     ByteEstimator,
     CalibratedEstimator,
@@ -107,37 +70,26 @@ from compactor.tokens import (
     TokenEstimator,
     estimate_tokens,
     estimate_tool_schema_tokens,
-    message_bytes,
 )
 
 __all__ = [
-    "ANCHOR_ORDER",
-    "ANCHOR_TITLES",
-    "COMPACTION_MARKER",
-    "EVENT_TYPES",
-    "SCHEMA_VERSION",
-    "UPCASTERS",
     "Anchor",
     "AnchorType",
     "AnthropicChatModel",
     "ByteEstimator",
     "CalibratedEstimator",
-    "Capture",
     "ChatCompletion",
     "ChatModel",
     "ChatModelError",
     "CompactionOffloader",
-    "CompactionOutcome",
     "CompactionRecord",
-    "CompactionRecorded",
     "CompactionSession",
+    "CompactionState",
     "CompactionTier",
     "Compactor",
     "CompactorConfig",
     "CompactorError",
     "DroppedMessage",
-    "Event",
-    "EventFactory",
     "EventSink",
     "ExtractiveSummarizer",
     "ForceCompactor",
@@ -146,64 +98,40 @@ __all__ = [
     "MemoryExtractor",
     "MemorySink",
     "Message",
-    "MessageAppended",
     "OffloadEntry",
     "OffloadError",
     "OffloadHook",
     "OpenAIChatModel",
     "OverheadCalibratedEstimator",
-    "Payload",
     "PreviousCompaction",
-    "Producer",
     "ProgressiveCompactor",
-    "RecordLineError",
-    "RecordReadResult",
     "RecordStore",
     "RecordStoreError",
     "RecordedCompactor",
-    "SessionDeleted",
-    "SessionStarted",
     "SpoolSink",
     "Summarizer",
     "SummarizerError",
     "SummarizerStats",
     "SummaryResult",
-    "SyntheticMessage",
     "TodoInjector",
     "TokenBudgetCompactor",
     "TokenEstimator",
     "TokenUsage",
     "ToolCall",
-    "ToolResultOffloaded",
-    "UsageReported",
-    "ViewItem",
-    "anchor_items",
     "estimate_tokens",
     "estimate_tool_schema_tokens",
     "find_task_index",
-    "format_anchors",
     "format_notification",
-    "format_tokens",
     "from_openai",
-    "is_compaction_message",
-    "is_na",
-    "is_offloaded",
     "merge_anchors",
-    "message_appended",
-    "message_bytes",
     "messages_from_anthropic",
     "messages_from_openai",
     "messages_to_anthropic",
     "messages_to_openai",
     "parse_anchors_and_summary",
-    "parse_event",
+    "parse_compaction_message",
     "read_record_file",
-    "redact_record",
     "repair_orphaned_tool_pairs",
-    "safe_name",
-    "sha256_of",
-    "split_head_tail",
-    "tier_for_ratio",
     "to_openai",
     "validate_history",
 ]

@@ -1,21 +1,54 @@
-"""The ``[Context Compaction]`` message: building it, and reading back what an earlier one held.
+"""The ``[Context Compaction]`` message: its state, rendering it, and reading it back exactly.
 
-A compaction message carries the five anchors, the summary, the original request verbatim (so
-the task survives whatever the summariser wrote), the offloaded file references and the active
-tasks. Reading one back gives the ``previous`` of the incremental prompt.
+A compaction message carries the five anchors, the summary, the original request (so the task
+survives whatever the summariser wrote), the offloaded file references and the active tasks.
+Every free-text body sits in a tilde fence longer than any run of tildes inside it, so no
+content (a markdown task with ``## `` lines, a summary quoting ``[Context Compaction]``, a
+fence of its own) can close it: ``parse_compaction_message(render(state)) == state`` for any
+text. A message that starts with the marker but does not parse exactly is an ordinary message
+(a user may paste one as their task). This module also finds the task in a list of messages.
+It does not summarise, decide tiers or truncate.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 
-from compactor.anchors import Anchor, format_anchors, parse_anchors_and_summary, parse_sections
-from compactor.fallback import COMPACTION_MARKER, truncate_middle
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.anchors import ANCHOR_ORDER, ANCHOR_TITLES, NA, Anchor, normalise
 from compactor.messages import Message
 from compactor.records import OffloadEntry
 from compactor.summarize import PreviousCompaction
 
+COMPACTION_MARKER = "[Context Compaction]"
 MAX_REFERENCES = 100
+
+_FENCE_MIN = 3
+_TILDES = re.compile(r"~+")
+_FENCE_LINE = re.compile(r"~{3,}")
+
+
+class CompactionState(BaseModel):
+    """What one compaction message says, as data: the session's memory between compactions.
+
+    ``task`` is the text as carried in the message (middle-truncated when the task is larger
+    than the cap); the compactor keeps the full task beside it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    anchors: list[Anchor] = Field(default_factory=list)
+    summary: str = ""
+    task: str = ""
+    references: list[str] = Field(default_factory=list)
+    active_tasks: str = ""
+
+    @property
+    def previous(self) -> PreviousCompaction:
+        return PreviousCompaction(anchors=self.anchors, summary=self.summary)
 
 
 def offload_reference(entry: OffloadEntry) -> str:
@@ -23,42 +56,132 @@ def offload_reference(entry: OffloadEntry) -> str:
     return f"- {entry.file_path} ({entry.lines} lines, {entry.bytes} bytes){tool}"
 
 
-def build_compaction_message(
-    anchors: list[Anchor],
-    summary: str,
-    *,
-    task: str,
-    task_max_bytes: int,
-    references: Sequence[str] = (),
-    active_tasks: str = "",
-) -> Message:
-    parts = [
-        COMPACTION_MARKER,
-        format_anchors(anchors).rstrip(),
-        "",
-        "## Summary",
-        summary.strip() or "N/A",
-        "",
-        "## Original Request",
-        truncate_middle(task, task_max_bytes) if task else "N/A",
-    ]
-    refs = list(dict.fromkeys(references))[-MAX_REFERENCES:]
+def _fence(body: str) -> str:
+    longest = max((len(m) for m in _TILDES.findall(body)), default=0)
+    fence = "~" * max(_FENCE_MIN, longest + 1)
+    return f"{fence}\n{body}\n{fence}"
+
+
+def render_compaction_message(state: CompactionState) -> Message:
+    """The message for ``state``: marker, anchors, summary, request, references, tasks."""
+    by_type = {a.type: a for a in state.anchors}
+    parts = [COMPACTION_MARKER, "## Anchors"]
+    for kind in ANCHOR_ORDER:
+        anchor = by_type.get(kind)
+        content = anchor.content if anchor is not None and not anchor.is_na else NA
+        parts += ["", f"### {ANCHOR_TITLES[kind]}", _fence(content)]
+    parts += ["", "## Summary", _fence(state.summary or NA)]
+    parts += ["", "## Original Request", _fence(state.task or NA)]
+    refs = list(dict.fromkeys(state.references))[-MAX_REFERENCES:]
     if refs:
-        parts += ["", "## Offloaded References", *refs]
-    if active_tasks.strip():
-        parts += ["", "## Active Tasks", active_tasks.strip()]
+        parts += ["", "## Offloaded References", _fence("\n".join(refs))]
+    if state.active_tasks:
+        parts += ["", "## Active Tasks", _fence(state.active_tasks)]
     return Message(role="user", content="\n".join(parts))
 
 
-def read_previous(msg: Message) -> PreviousCompaction:
-    anchors, summary = parse_anchors_and_summary(msg.content)
-    return PreviousCompaction(anchors=anchors, summary=summary)
+class _Reader:
+    """A strict cursor over the lines of a rendered message; any surprise means 'not ours'."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.split("\n")
+        self.i = 0
+
+    def skip_blank(self) -> None:
+        while self.i < len(self.lines) and not self.lines[self.i]:
+            self.i += 1
+
+    def at(self, line: str) -> bool:
+        self.skip_blank()
+        return self.i < len(self.lines) and self.lines[self.i] == line
+
+    def expect(self, line: str) -> None:
+        if not self.at(line):
+            raise ValueError(line)
+        self.i += 1
+
+    def block(self) -> str:
+        self.skip_blank()
+        if self.i >= len(self.lines) or not _FENCE_LINE.fullmatch(self.lines[self.i]):
+            raise ValueError("fence")
+        fence = self.lines[self.i]
+        try:
+            end = self.lines.index(fence, self.i + 1)
+        except ValueError:
+            raise ValueError("unclosed fence") from None
+        body = "\n".join(self.lines[self.i + 1 : end])
+        self.i = end + 1
+        return body
+
+    def optional(self, header: str) -> str:
+        if not self.at(header):
+            return ""
+        self.i += 1
+        return self.block()
+
+    def done(self) -> bool:
+        self.skip_blank()
+        return self.i == len(self.lines)
 
 
-def read_section(msg: Message, title: str) -> str:
-    return parse_sections(msg.content).get(title.lower(), "")
+def _unfilled(text: str) -> str:
+    return "" if text == NA else text
 
 
-def read_references(msg: Message) -> list[str]:
-    body = read_section(msg, "Offloaded References")
-    return [line for line in body.splitlines() if line.startswith("- ")]
+@functools.lru_cache(maxsize=64)
+def _parse(content: str) -> CompactionState | None:
+    reader = _Reader(content[len(COMPACTION_MARKER) + 1 :])
+    try:
+        reader.expect("## Anchors")
+        anchors = []
+        for kind in ANCHOR_ORDER:
+            reader.expect(f"### {ANCHOR_TITLES[kind]}")
+            anchors.append(Anchor(type=kind, content=normalise(reader.block())))
+        reader.expect("## Summary")
+        summary = _unfilled(reader.block())
+        reader.expect("## Original Request")
+        task = _unfilled(reader.block())
+        refs = reader.optional("## Offloaded References")
+        active = reader.optional("## Active Tasks")
+    except ValueError:
+        return None
+    if not reader.done():
+        return None
+    return CompactionState(
+        anchors=anchors,
+        summary=summary,
+        task=task,
+        references=refs.split("\n") if refs else [],
+        active_tasks=active,
+    )
+
+
+def parse_compaction_message(msg: Message) -> CompactionState | None:
+    """The state a compaction message carries, or None when ``msg`` is not one."""
+    if msg.role != "user" or msg.is_tool_result:
+        return None
+    if not msg.content.startswith(COMPACTION_MARKER + "\n"):
+        return None
+    return _parse(msg.content)
+
+
+def is_compaction_message(msg: Message) -> bool:
+    """True for a message this library rendered (not merely one starting with the marker)."""
+    return parse_compaction_message(msg) is not None
+
+
+def find_task_index(msgs: Sequence[Message]) -> int | None:
+    """The task: the first user message that is neither a tool result nor a compaction."""
+    for i, m in enumerate(msgs):
+        if m.role == "user" and not m.is_tool_result and not is_compaction_message(m):
+            return i
+    return None
+
+
+def task_carrier_index(msgs: Sequence[Message]) -> int | None:
+    """Where the task is in a view: the latest compaction message when there is one (it
+    carries the task; any user message after it is a follow-up), else the task itself."""
+    for i in range(len(msgs) - 1, -1, -1):
+        if is_compaction_message(msgs[i]):
+            return i
+    return find_task_index(msgs)

@@ -1,11 +1,13 @@
 """The offline ``ExtractiveSummarizer``: anchors and a summary derived from messages by rule.
 
 It is the deterministic default summariser when no chat model is configured. One pass over the
-transcript pairs tool calls with their results and fills: user intent (the first real user
-message), execution progress (calls that succeeded), tried solutions (calls that failed, with the
-salient error line), key decisions (assistant sentences phrased as decisions), next steps (the
-plan in the latest assistant text), and a ``## Summary`` with counts, files touched and commands
-run. Given a previous compaction it merges, so earlier items survive.
+transcript pairs tool calls with their results and fills: user intent (the task, i.e. the first
+real user message of the session, kept from the previous compaction once known, plus later user
+messages phrased as explicit requests), execution progress (calls that succeeded), tried
+solutions (calls that failed, with the salient error line), key decisions (assistant sentences
+phrased as decisions), next steps (the plan in the latest assistant text), and a ``## Summary``
+with counts, files touched and commands run. Given a previous compaction it merges, so earlier
+items survive.
 
 It does not call a model, use the network or randomness, or understand the conversation: it
 copies sentences, it does not paraphrase them. It does not judge its own output (the compactor
@@ -15,28 +17,38 @@ the cost is linear in the number of messages whatever their size.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.anchors import NA, Anchor, AnchorType, format_anchors
+from compactor.compaction_message import is_compaction_message
 from compactor.messages import Message, ToolCall
 from compactor.paths import add_path, add_text_paths
 from compactor.summarize import PreviousCompaction, SummaryResult
+from compactor.tool_calls import (
+    COMMAND_KEYS,
+    HEAD_CHARS,
+    PATH_KEYS,
+    TAG_RE,
+    WS_RE,
+    clean,
+    clip,
+    describe,
+    first_string,
+    outcome,
+    parse_arguments,
+    unquoted,
+    window,
+)
 
 MODEL_NAME = "extractive"
 
-# Local copy rather than an import: the compaction-message module sits above this one.
-_COMPACTION_PREFIX = "[Context Compaction]"
-
-_HEAD_CHARS = 4000  # patterns are looked for in this much of each message's start...
-_TAIL_CHARS = 2000  # ...and end: errors and exit codes cluster at the edges of tool output
-_EXIT_SCAN_CHARS = 300  # exit codes only near the edges, not inside a file's printed content
 _INTENT_CHARS = 300
+_REQUEST_CHARS = 600  # a later user message longer than this is material, not a request
+_MAX_REQUESTS = 4
 _ITEM_CHARS = 200
-_COMMAND_CHARS = 120
 _MAX_PROGRESS = 12
 _MAX_TRIED = 8
 _MAX_DECISIONS = 8
@@ -44,33 +56,9 @@ _MAX_NEXT = 5
 _MAX_FILES = 40
 _MAX_COMMANDS = 10
 
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file")
-_COMMAND_KEYS = ("command", "cmd", "script", "code")
-_SEARCH_KEYS = ("pattern", "query", "regex", "q")
-# Sub-commands of editor tools (str_replace_based_edit_tool and friends) that carry a path.
-_EDITOR_VIEW = {"view", "read", "cat"}
-_EDITOR_EDIT = {"create", "str_replace", "insert", "undo_edit", "write", "edit", "append"}
-_READ_WORDS = {"read", "view", "cat", "open", "show", "get"}
-_EDIT_WORDS = {"write", "edit", "replace", "patch", "create", "insert", "apply", "delete", "update"}
-_SEARCH_WORDS = {"grep", "search", "find", "glob", "list", "ls", "rg"}
-
-_RETURNCODE_RE = re.compile(r"<returncode>[^<]*</returncode>")
-_TAG_RE = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
-_WS_RE = re.compile(r"\s+")
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-_EXIT_RE = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>"
-    r"|\bexit(?:ed)?(?: with)?(?: code| status)?[\s:=]+(-?\d+)\b"
-    r"|\breturn ?code[\s:=]+(-?\d+)\b",
-    re.IGNORECASE,
-)
-_FAILURE_RE = re.compile(
-    r"Traceback \(most recent call last\)|\b\w*(?:Error|ERROR|error)\b:|\bFAILED\b"
-    r"|\bAssertionError\b|\bfatal:|command not found|No such file or directory"
-)
-_EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 _DECISION_RE = re.compile(
     r"\b(?:I(?:'|’|\s+wi)ll\s+(?:use|go with|switch|implement|modify|change|replace|keep|fix)"
     r"|let'?s\s+(?:use|go with)|we(?:'|’)ll use|decided|decide to|instead of|rather than"
@@ -97,6 +85,7 @@ class _Exchange:
 @dataclass
 class _Findings:
     intent: str = ""
+    requests: list[str] = field(default_factory=list)
     progress: list[str] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -146,7 +135,7 @@ def _scan(transcript: Sequence[Message]) -> _Findings:
         elif msg.role == "assistant":
             found.assistants += 1
             for tc in msg.tool_calls:
-                ex = _Exchange(call=tc, args=_parse_arguments(tc.arguments))
+                ex = _Exchange(call=tc, args=parse_arguments(tc.arguments))
                 _add_call_paths(found.acted, ex.args, tc.arguments)
                 pending[tc.id] = ex
                 exchanges.append(ex)
@@ -155,10 +144,13 @@ def _scan(transcript: Sequence[Message]) -> _Findings:
                 found.decisions.extend(_decisions(msg.content))
         elif msg.role == "user":
             found.users += 1
-            if not found.intent and not msg.content.lstrip().startswith(_COMPACTION_PREFIX):
-                found.intent = _intent(msg.content)
+            if not is_compaction_message(msg):
+                if not found.intent:
+                    found.intent = _intent(msg.content)
+                elif _is_request(msg.content):
+                    found.requests.append(_intent(msg.content))
         if msg.role != "system":
-            add_text_paths(found.mentioned, _window(msg.content))
+            add_text_paths(found.mentioned, window(msg.content))
     for ex in exchanges:
         _record_exchange(found, ex)
     found.next_steps = _next_steps(last_text)
@@ -169,101 +161,20 @@ def _record_exchange(found: _Findings, ex: _Exchange) -> None:
     kind, desc = "other", f"tool call {ex.result.tool_call_id if ex.result else '?'}"
     if ex.call is not None:
         found.tool_calls += 1
-        kind, desc = _describe(ex.call, ex.args)
-        command = _first_string(ex.args, _COMMAND_KEYS)
+        kind, desc = describe(ex.call, ex.args)
+        command = first_string(ex.args, COMMAND_KEYS)
         if command and kind == "shell":
-            found.commands.append(_unquoted(command))
+            found.commands.append(unquoted(command))
     if ex.result is None:
         return  # still pending: neither progress nor a failure yet
-    failed, code, line = _outcome(ex.result, kind)
+    failed, code, line = outcome(ex.result, kind)
     if code is not None:
         desc = f"{desc} (exit {code})"
     if failed:
         found.failures += 1
-        found.tried.append(_clip(f"{desc}: failed — {line}", _ITEM_CHARS))
+        found.tried.append(clip(f"{desc}: failed — {line}", _ITEM_CHARS))
     else:
-        found.progress.append(_clip(desc, _ITEM_CHARS))
-
-
-# ---------------------------------------------------------------- tool calls and results
-
-
-def _parse_arguments(raw: str) -> dict[str, Any]:
-    """Arguments as a dict; anything that is not a JSON object yields ``{}`` (raw text is kept)."""
-    try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except (json.JSONDecodeError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def _first_string(args: dict[str, Any], keys: Iterable[str]) -> str:
-    """The first non-empty string under ``keys``; an argv list (Codex-style) is joined."""
-    for key in keys:
-        value = args.get(key)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            value = " ".join(value)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return ""
-
-
-def _name_words(name: str) -> set[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
-
-
-def _describe(call: ToolCall, args: dict[str, Any]) -> tuple[str, str]:
-    """``(kind, text)``: kind is shell/read/edit/search/other; text like "ran `pytest -x`"."""
-    path = _first_string(args, _PATH_KEYS)
-    command = _first_string(args, _COMMAND_KEYS)
-    words = _name_words(call.name)
-    if path and command in _EDITOR_VIEW:
-        return "read", f"read {_clip(path, _COMMAND_CHARS)}"
-    if path and command in _EDITOR_EDIT:
-        return "edit", f"edited {_clip(path, _COMMAND_CHARS)}"
-    if command:
-        return "shell", f"ran `{_unquoted(command)}`"
-    pattern = _first_string(args, _SEARCH_KEYS)
-    if words & _EDIT_WORDS and path:
-        return "edit", f"edited {_clip(path, _COMMAND_CHARS)}"
-    if words & _READ_WORDS and path:
-        return "read", f"read {_clip(path, _COMMAND_CHARS)}"
-    if words & _SEARCH_WORDS or pattern:
-        where = f" in {_clip(path, _COMMAND_CHARS)}" if path else ""
-        return "search", f"searched `{_clip(pattern or path, _COMMAND_CHARS)}`{where}"
-    detail = path or _clip(_WS_RE.sub(" ", call.arguments).strip(), 80)
-    return "other", f"called {call.name or 'tool'}({detail})"
-
-
-def _outcome(result: Message, kind: str) -> tuple[bool, int | None, str]:
-    """``(failed, exit code or None, salient error line)`` of one tool result."""
-    text = _window(result.content)
-    edges = text[:_EXIT_SCAN_CHARS] + "\n" + text[-_EXIT_SCAN_CHARS:]
-    match = _EXIT_RE.search(edges)
-    code = int(next(g for g in match.groups() if g is not None)) if match else None
-    if result.is_error:
-        failed = True
-    elif code is not None:
-        failed = code != 0  # an explicit exit status outranks words in the output
-    elif kind == "read":
-        failed = False  # a file's contents are data: its "Error:" lines are not an outcome
-    else:
-        failed = _FAILURE_RE.search(text) is not None
-    return failed, code, _salient_line(text) if failed else ""
-
-
-def _salient_line(text: str) -> str:
-    text = _TAG_RE.sub(" ", _RETURNCODE_RE.sub(" ", text))
-    lines = [s for s in (_clean(raw) for raw in text.splitlines()) if s]
-    # The exception's own line (last in a traceback) says more than "Traceback (most recent...".
-    for line in reversed(lines):
-        if _EXCEPTION_LINE_RE.match(line):
-            return line
-    for line in lines:
-        if _FAILURE_RE.search(line) and not line.startswith("Traceback"):
-            return line
-    return lines[0] if lines else "no output"
+        found.progress.append(clip(desc, _ITEM_CHARS))
 
 
 # ---------------------------------------------------------------- text: intent, decisions, plan
@@ -272,7 +183,7 @@ def _salient_line(text: str) -> str:
 def _intent(content: str) -> str:
     """The first meaningful line (lead-ins ending in ":" joined to what follows), one sentence."""
     lines = [
-        _clean(_TAG_RE.sub(" ", raw).lstrip("#>*- ")) for raw in content[:_HEAD_CHARS].split("\n")
+        clean(TAG_RE.sub(" ", raw).lstrip("#>*- ")) for raw in content[:HEAD_CHARS].split("\n")
     ]
     lines = [line for line in lines if line and not line.startswith("```")]
     if not lines:
@@ -282,47 +193,77 @@ def _intent(content: str) -> str:
         if not text.endswith(":") or len(text) >= _INTENT_CHARS:
             break
         text = f"{text} {line}"
-    return _clip(_sentences(text)[0], _INTENT_CHARS)
+    return clip(_sentences(text)[0], _INTENT_CHARS)
+
+
+_REQUEST_RE = re.compile(
+    r"^(?:please|can you|could you|would you|now\b|also\b|instead\b|actually\b|don'?t|do not"
+    r"|stop\b|let'?s\b|make\b|add\b|fix\b|change\b|use\b|try\b|remove\b|update\b|implement"
+    r"|write\b|run\b|rename\b|revert\b|undo\b|i want|i need|we need|请|帮我|改为|不要)",
+    re.IGNORECASE,
+)
+_NOT_A_REQUEST_RE = re.compile(r"<returncode>|<output>|^\s*(?:observation|tool|\[|```|<)", re.I)
+
+
+def _is_request(content: str) -> bool:
+    """A later user message that asks for something (not tool output fed back as user text)."""
+    text = content.strip()
+    if not text or len(text) > _REQUEST_CHARS or _NOT_A_REQUEST_RE.search(text[:200]):
+        return False
+    return _REQUEST_RE.match(text) is not None
+
+
+def _intent_anchor(found: _Findings, old: list[str]) -> str:
+    """The task first (from the previous compaction once known: a new transcript's first user
+    line is a follow-up, not the task), then the newest explicit requests."""
+    first = old[:1] or ([found.intent] if found.intent else [])
+    later = old[1:] + found.requests
+    if not old and found.intent:
+        later = found.requests
+    if not first:
+        return NA
+    items = first + _newest_unique(later, _MAX_REQUESTS)
+    return items[0] if len(items) == 1 else _bullets(items)
 
 
 def _decisions(content: str) -> list[str]:
-    prose = _window(content)
+    prose = window(content)
     if not _DECISION_RE.search(prose):
         return []  # the common case costs one search, no sentence splitting
     lines = _FENCE_RE.sub(" ", prose).splitlines()
     hits = (s for line in lines if _DECISION_RE.search(line) for s in _sentences(line))
-    found = [_clip(s, _ITEM_CHARS) for s in hits if _DECISION_RE.search(s)]
+    found = [clip(s, _ITEM_CHARS) for s in hits if _DECISION_RE.search(s)]
     return found[-_MAX_DECISIONS:]  # only the newest survive the cap anyway
 
 
 def _next_steps(content: str) -> list[str]:
-    prose = _FENCE_RE.sub(" ", _window(content))
+    prose = _FENCE_RE.sub(" ", window(content))
     items: list[str] = []
     for line in prose.splitlines():
         if _BULLET_RE.match(line):
-            items.append(_clean(_BULLET_RE.sub("", line)))
+            items.append(clean(_BULLET_RE.sub("", line)))
         else:
             items.extend(s for s in _sentences(line) if _PLAN_RE.search(s))
     if not items:
         items = _sentences(prose)[-1:]  # no plan stated: the last thing said is the best guess
-    return _newest_unique([_clip(i, _ITEM_CHARS) for i in items if i], len(items))[:_MAX_NEXT]
+    return _newest_unique([clip(i, _ITEM_CHARS) for i in items if i], len(items))[:_MAX_NEXT]
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in (_clean(part) for part in _SENTENCE_RE.split(text)) if s]
+    return [s for s in (clean(part) for part in _SENTENCE_RE.split(text)) if s]
 
 
 # ---------------------------------------------------------------- paths
 
 
 def _add_call_paths(files: dict[str, None], args: dict[str, Any], raw: str) -> None:
-    for key in _PATH_KEYS:
+    for key in PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip() and "\n" not in value:
             add_path(files, value.strip())
-    command = _first_string(args, _COMMAND_KEYS)
+    command = first_string(args, COMMAND_KEYS)
     # Unparseable arguments are scanned as text; a parsed write's file body is not.
-    add_text_paths(files, _window(command) if args else _window(raw))
+    add_text_paths(files, window(command) if args else window(raw))
 
 
 # ---------------------------------------------------------------- assembling the output
@@ -335,9 +276,7 @@ def _anchors(found: _Findings, previous: PreviousCompaction | None) -> list[Anch
         anchor = old.get(kind)
         return anchor.items if anchor is not None else []
 
-    old_intent = old.get(AnchorType.USER_INTENT)
-    intent = found.intent or (old_intent.content if old_intent and not old_intent.is_na else NA)
-    contents = {AnchorType.USER_INTENT: intent}
+    contents = {AnchorType.USER_INTENT: _intent_anchor(found, old_items(AnchorType.USER_INTENT))}
     logs = {
         AnchorType.EXECUTION_PROGRESS: (found.progress, _MAX_PROGRESS),
         AnchorType.KEY_DECISION: (found.decisions, _MAX_DECISIONS),
@@ -391,7 +330,7 @@ def _newest_unique(items: list[str], cap: int) -> list[str]:
     seen: set[str] = set()
     kept: list[str] = []
     for item in reversed(items):
-        key = _WS_RE.sub(" ", item).strip().lower()
+        key = WS_RE.sub(" ", item).strip().lower()
         if key and key not in seen:
             seen.add(key)
             kept.append(item)
@@ -402,24 +341,3 @@ def _newest_unique(items: list[str], cap: int) -> list[str]:
 
 def _bullets(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else NA
-
-
-def _window(text: str) -> str:
-    if len(text) <= _HEAD_CHARS + _TAIL_CHARS:
-        return text
-    return f"{text[:_HEAD_CHARS]}\n{text[-_TAIL_CHARS:]}"
-
-
-def _clean(text: str) -> str:
-    return _WS_RE.sub(" ", text).strip()
-
-
-def _unquoted(command: str) -> str:
-    """A command on one line without its comments, backticks swapped to sit inside backticks."""
-    lines = [line for line in command.splitlines() if not line.lstrip().startswith("#")]
-    return _clip(" ".join(lines) or command, _COMMAND_CHARS).replace("`", "'")
-
-
-def _clip(text: str, limit: int) -> str:
-    text = _clean(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

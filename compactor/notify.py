@@ -40,11 +40,7 @@ def format_notification(record: CompactionRecord, locale: Literal["en", "zh"] = 
 def _details(record: CompactionRecord, zh: bool) -> str:
     tail = record.preserved_tail
     if record.tier == CompactionTier.EMERGENCY:
-        return (
-            f"⚠ 紧急截断回退 | 保留尾部 {tail} 条"
-            if zh
-            else f"⚠ emergency truncation | tail {tail} kept"
-        )
+        return _emergency_details(record, zh)
     parts: list[str] = []
     n_anchors = 0 if not record.anchors or all_na(record.anchors) else len(record.anchors)
     if n_anchors:
@@ -61,4 +57,33 @@ def _details(record: CompactionRecord, zh: bool) -> str:
         parts.append(f"保留尾部 {tail} 条" if zh else f"tail {tail} kept")
     if record.error:
         parts.append(f"⚠ {record.error[:80]}")
+    return " | ".join(parts)
+
+
+def _emergency_details(record: CompactionRecord, zh: bool) -> str:
+    """Truncation (something dropped or cut) told apart from an Emergency that only offloaded."""
+    tail = record.preserved_tail
+    n_off = len(record.offloaded)
+    off_kb = _kb(sum(e.bytes for e in record.offloaded))
+    if record.emergency == "offload" or (not record.dropped and not record.cut and n_off):
+        if zh:
+            return f"⚠ 紧急卸载 | {n_off} offload({off_kb}) | 未丢弃消息 | 保留尾部 {tail} 条"
+        return (
+            f"⚠ emergency offload | {n_off} offloaded ({off_kb}) | nothing dropped | "
+            f"tail {tail} kept"
+        )
+    dropped = len(record.dropped)
+    dropped_tokens = format_tokens(sum(d.tokens for d in record.dropped))
+    parts = ["⚠ 紧急截断回退" if zh else "⚠ emergency truncation"]
+    if dropped:
+        parts.append(
+            f"丢弃 {dropped} 条({dropped_tokens} tokens)"
+            if zh
+            else f"{dropped} dropped ({dropped_tokens} tokens)"
+        )
+    if record.cut:
+        parts.append(f"截断 {record.cut} 条" if zh else f"{record.cut} cut")
+    if n_off:
+        parts.append(f"{n_off} offload({off_kb})" if zh else f"{n_off} offloaded ({off_kb})")
+    parts.append(f"保留尾部 {tail} 条" if zh else f"tail {tail} kept")
     return " | ".join(parts)

@@ -4,7 +4,8 @@
 the compactor passes its own ``offload_threshold``). ``OffloadHook`` runs at tool-execution time
 (10000 bytes, 20 lines). Both write ``<work_dir>/.compactlens/tool_results/<session>/<id>.txt``
 (files 0600, folders 0700) with sanitised names. The idempotency key is (tool_call_id, content
-hash): an existing identical file is reused, not rewritten, across restarts. Nothing here
+hash): an existing identical file is reused, not rewritten, across restarts. Any ``str`` can be
+offloaded: lone surrogates are written through and read back unchanged. Nothing here
 decides *when* to offload; that is the compactor's job.
 """
 
@@ -37,7 +38,7 @@ def _preview(content: str, lines: int, chars: int) -> str:
 
 def render_placeholder(rel_path: str, content: str, lines: int, chars: int) -> str:
     n_lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-    n_bytes = len(content.encode("utf-8"))
+    n_bytes = len(content.encode("utf-8", "surrogatepass"))
     parts = [f"{PLACEHOLDER_PREFIX}{rel_path} | {n_lines} lines / {n_bytes} bytes]"]
     preview = _preview(content, lines, chars)
     if preview:
@@ -110,7 +111,7 @@ class CompactionOffloader:
         lines = self.preview_lines if preview_lines is None else preview_lines
         chars = self.preview_chars if preview_chars is None else preview_chars
         placeholder = render_placeholder(entry.file_path, content, lines, chars)
-        if len(placeholder.encode("utf-8")) >= len(data):
+        if len(placeholder.encode("utf-8", "surrogatepass")) >= len(data):
             return None
         self._cache[key] = entry
         return entry, msg.model_copy(update={"content": placeholder})
@@ -142,8 +143,10 @@ class CompactionOffloader:
         )
 
     def read_back(self, entry: OffloadEntry) -> str:
-        """The full content of an offloaded result (confined to the work dir)."""
-        return confined(self.work_dir, entry.file_path).read_text(encoding="utf-8")
+        """The full content of an offloaded result (confined to the work dir), exactly as it was
+        in the message: the file holds its bytes with any lone surrogates passed through."""
+        data = confined(self.work_dir, entry.file_path).read_bytes()
+        return data.decode("utf-8", "surrogatepass")
 
     def delete_session(self) -> bool:
         """Remove this session's offload folder (cascade GC)."""

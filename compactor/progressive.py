@@ -4,98 +4,51 @@ The tiers (SPEC 3.2): Warn offloads large tool results in the head; Soft summari
 half of the head; Full the whole head; Emergency truncates without an LLM call. Every call
 returns a new list (the input is never changed) and a ``CompactionRecord``. The sync and async
 entry points share one pipeline, written as a generator that yields its one summariser request,
-so both behave identically. Recording never raises into the agent loop.
+so both behave identically. The task, anchors and summary of the last compaction are state
+(``CompactionState``), never re-read from text this compactor wrote. The summarise step lives in
+``summary_step``, the record in ``work``; recording never raises into the agent loop.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
-from compactor.anchors import all_na, merge_anchors, parse_anchors_and_summary
 from compactor.calls import (
     SummaryRequest,
     SummaryResponse,
     asummarize_with_timeout,
     summarize_with_timeout,
 )
-from compactor.compaction_message import (
-    build_compaction_message,
-    offload_reference,
-    read_previous,
-    read_references,
-    read_section,
-)
+from compactor.compaction_message import CompactionState, is_compaction_message
 from compactor.config import CompactorConfig
 from compactor.errors import OffloadError
-from compactor.events import EventFactory, compaction_recorded, offload_events
-from compactor.fallback import (
-    TokenBudgetCompactor,
-    find_task_index,
-    is_compaction_message,
-    repair_with_report,
-)
+from compactor.events import Capture, EventFactory, compaction_recorded, offload_events
+from compactor.fallback import TokenBudgetCompactor
 from compactor.messages import Message
 from compactor.offload import CompactionOffloader
 from compactor.outcome import CompactionOutcome
+from compactor.pairs import repair_with_report
 from compactor.protocols import MemoryExtractor, TodoInjector
-from compactor.records import (
-    CompactionRecord,
-    CompactionTier,
-    OffloadEntry,
-    RecordStore,
-    SummarizerStats,
-    compression_ratio,
-)
+from compactor.records import CompactionRecord, CompactionTier, RecordStore
 from compactor.sinks import EventSink
-from compactor.summarize import (
-    ChatModel,
-    PreviousCompaction,
-    Summarizer,
-    SummaryResult,
-    as_summarizer,
-)
-from compactor.tiers import (
-    Split,
-    context_ratio,
-    soft_midpoint,
-    split_head_tail,
-    tier_for_ratio,
-)
+from compactor.summarize import ChatModel, Summarizer, as_summarizer
+from compactor.summary_step import SummaryStep
+from compactor.tiers import Split, context_ratio, soft_midpoint, split_head_tail, tier_for_ratio
 from compactor.tokens import ByteEstimator, TokenEstimator, message_bytes
+from compactor.work import RecordContext, Trigger, Work, finish_outcome, preserved_verbatim
 
 log = logging.getLogger(__name__)
-
-Trigger = Literal["auto", "manual"]
-
 
 _Pipeline = Generator[SummaryRequest, SummaryResponse, CompactionOutcome]
 
 
-@dataclass
-class _Work:
-    """Mutable state of one pipeline run."""
-
-    inputs: list[Message]
-    view: list[Message]
-    sources: list[int | None]
-    tier: CompactionTier
-    tokens_before: int
-    trigger: Trigger
-    t0: int
-    offloaded: list[OffloadEntry] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    repairs: list[str] = field(default_factory=list)
-    fallback: list[str] = field(default_factory=list)
-    summarized: set[int] = field(default_factory=set)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class ProgressiveCompactor:
-    """Tiered, pair-safe, non-destructive context compaction (SPEC 3)."""
+    """Tiered, pair-safe, non-destructive context compaction (SPEC 3).
+
+    ``capture`` decides what the events it emits may hold: ``"full"`` or ``"metadata"`` (sizes,
+    hashes, roles and fixed error codes only).
+    """
 
     def __init__(
         self,
@@ -111,6 +64,7 @@ class ProgressiveCompactor:
         todo_injector: TodoInjector | None = None,
         fallback: TokenBudgetCompactor | None = None,
         estimator: TokenEstimator | None = None,
+        capture: Capture = "full",
     ) -> None:
         self.summarizer = as_summarizer(summarizer)
         self.context_window = context_window
@@ -128,10 +82,22 @@ class ProgressiveCompactor:
         self.memory_extractor = memory_extractor
         self.todo_injector = todo_injector
         self.estimator = estimator or ByteEstimator()
-        self.fallback = fallback or TokenBudgetCompactor(
-            context_window, config=self.config, estimator=self.estimator, offloader=self.offloader
+        self.capture: Capture = capture
+        self.fallback = (
+            fallback.rebind(estimator=self.estimator, offloader=self.offloader)
+            if fallback is not None
+            else TokenBudgetCompactor(
+                context_window,
+                config=self.config,
+                estimator=self.estimator,
+                offloader=self.offloader,
+            )
         )
-        self._last: PreviousCompaction | None = None
+        self.state: CompactionState | None = None
+        """What the last compaction message of this session says (None before the first)."""
+        self.task = ""
+        """The full task text of this session, once a compaction has seen it."""
+        self._state_content = ""
         self._events = EventFactory(session_id)
         self.record_store_errors = 0
 
@@ -150,7 +116,9 @@ class ProgressiveCompactor:
             session_id=session_id,
             memory_extractor=self.memory_extractor,
             todo_injector=self.todo_injector,
+            fallback=self.fallback,
             estimator=estimator or self.estimator,
+            capture=self.capture,
         )
 
     # ------------------------------------------------------------ decisions
@@ -246,15 +214,7 @@ class ProgressiveCompactor:
     ) -> _Pipeline:
         tokens_before = self.tokens(msgs) if tokens is None else tokens
         tier = force if force is not None else self.tier_for_tokens(tokens_before)
-        work = _Work(
-            inputs=msgs,
-            view=list(msgs),
-            sources=list(range(len(msgs))),
-            tier=tier,
-            tokens_before=tokens_before,
-            trigger=trigger,
-            t0=time.perf_counter_ns(),
-        )
+        work = Work.start(msgs, tier, tokens_before, trigger)
         if tier == CompactionTier.NONE:
             return self._outcome(work, effective=False)
         repaired = repair_with_report(msgs)
@@ -269,25 +229,31 @@ class ProgressiveCompactor:
             return self._outcome(work)
         split = split_head_tail(work.view, self.config.min_tail_messages)
         if split.head_len == 0:
-            work.view, work.sources = list(msgs), list(range(len(msgs)))
             return self._outcome(work, effective=False)
         if tier == CompactionTier.WARN:
-            self._offload_range(work, split.head_start, split.tail_start)
-            if not work.offloaded and not work.repairs:
-                return self._outcome(work, effective=False)  # nothing left to offload
+            self.offload_range(work, split.head_start, split.tail_start)
         else:
-            cut = split.tail_start
-            if tier == CompactionTier.SOFT:
-                cut = self._soft_cut(work, split)
-            ok = yield from self._summarise(work, split.head_start, cut)
-            if not ok:
+            cut = self._soft_cut(work, split) if tier == CompactionTier.SOFT else split.tail_start
+            step = SummaryStep(self, work, split.head_start, cut)
+            done = yield from step.run()
+            if done is None:
                 return self._outcome(work, effective=bool(work.fallback))
+            if not done:
+                self._llm_fallback(work)
         if self._ratio(work.view) >= self.config.emergency:
             work.fallback.append("escalated to emergency")
             self._emergency(work)
         return self._outcome(work)
 
-    def _soft_cut(self, work: _Work, split: Split) -> int:
+    def commit_state(self, state: CompactionState, message: Message, task: str) -> None:
+        """Remember what the compaction message just built says (the summary step calls it)."""
+        self.state, self._state_content, self.task = state, message.content, task
+
+    def known_state(self, carrier: Message) -> CompactionState | None:
+        """This compactor's own state when ``carrier`` is the message it built last."""
+        return self.state if carrier.content == self._state_content else None
+
+    def _soft_cut(self, work: Work, split: Split) -> int:
         """The Soft midpoint, widened to the whole head when the older half holds too little
         new content (little more than the last compaction message) for a summary to pay."""
         cut = soft_midpoint(work.view, split)
@@ -297,95 +263,8 @@ class ProgressiveCompactor:
             return split.tail_start
         return cut
 
-    def _summarise(
-        self, work: _Work, start: int, cut: int
-    ) -> Generator[SummaryRequest, SummaryResponse, bool]:
-        part_sources = work.sources[start:cut]
-        self._extract_memory(work.view[start:cut])
-        self._offload_range(work, start, cut)
-        part = work.view[start:cut]
-        carriers = [m for m in part if is_compaction_message(m)]
-        previous = read_previous(carriers[-1]) if carriers else self._last
-        transcript, positions = [], []
-        for m, src in zip(part, part_sources, strict=True):
-            if not is_compaction_message(m):
-                transcript.append(m)
-                positions.append(src)
-        if not transcript:
-            return False
-        started = time.perf_counter_ns()
-        response = yield SummaryRequest(transcript, previous)
-        latency_ms = (time.perf_counter_ns() - started) / 1e6
-        label = f"LLM summary failed in Tier{work.tier.label}"
-        if isinstance(response, BaseException):
-            cause = str(response) or type(response).__name__
-            self._llm_fallback(work, f"{label}: {type(response).__name__}: {cause}")
-            return True
-        anchors, summary = parse_anchors_and_summary(response.text)
-        if all_na(anchors) and not summary:
-            excerpt = response.text.strip().replace("\n", " ")[:120]
-            self._llm_fallback(
-                work,
-                f"{label}: summary parsed to five N/A anchors and no summary (got {excerpt!r})",
-            )
-            return True
-        merged = merge_anchors(previous.anchors if previous else None, anchors)
-        message = self._compaction_message(work, carriers, merged, summary, start)
-        view = [*work.view[:start], message, *work.view[cut:]]
-        if self.tokens(view) >= work.tokens_before:
-            self._llm_fallback(work, f"{label}: the summary did not reduce the context")
-            return True
-        work.view = view
-        work.sources = [*work.sources[:start], None, *work.sources[cut:]]
-        work.summarized.update(p for p in positions if p is not None)
-        work.extra.update(
-            anchors=merged,
-            summary=summary,
-            n_summarized=len(transcript),
-            preserved=len(view) - start - 1,
-            stats=self._stats(response, latency_ms),
-        )
-        self._last = PreviousCompaction(anchors=merged, summary=summary)
-        return True
-
-    def _compaction_message(
-        self, work: _Work, carriers: list[Message], anchors: Any, summary: str, start: int
-    ) -> Message:
-        task = read_section(carriers[-1], "Original Request") if carriers else ""
-        if not task:
-            idx = find_task_index(work.inputs)
-            task = work.inputs[idx].content if idx is not None else ""
-        refs = [r for c in carriers for r in read_references(c)]
-        refs += [offload_reference(e) for e in work.offloaded]
-        active = ""
-        if self.todo_injector is not None:
-            try:
-                active = self.todo_injector.active_tasks()
-            except Exception as exc:
-                work.errors.append(f"todo injector failed: {exc}")
-        cap = int(self.context_window * self.config.task_max_fraction) * 4
-        return build_compaction_message(
-            anchors, summary, task=task, task_max_bytes=cap, references=refs, active_tasks=active
-        )
-
-    def _stats(self, result: SummaryResult, latency_ms: float) -> SummarizerStats:
-        usage = result.usage
-        return SummarizerStats(
-            model=result.model,
-            input_tokens=usage.input_tokens if usage else 0,
-            output_tokens=usage.output_tokens if usage else 0,
-            latency_ms=latency_ms,
-        )
-
-    def _extract_memory(self, msgs: list[Message]) -> None:
-        if self.memory_extractor is None:
-            return
-        try:
-            self.memory_extractor.extract(msgs)
-        except Exception:
-            log.warning("memory extraction failed; continuing", exc_info=True)
-
-    def _offload_range(self, work: _Work, start: int, stop: int) -> None:
+    def offload_range(self, work: Work, start: int, stop: int) -> None:
+        """Offload the large tool results of ``work.view[start:stop]`` (fail-open)."""
         if self.offloader is None:
             return
         names = {tc.id: tc.name for m in work.view for tc in m.tool_calls}
@@ -402,51 +281,54 @@ class ProgressiveCompactor:
                     tool_name=names.get(msg.tool_call_id or "", ""),
                 )
             except OffloadError as exc:
-                work.errors.append(str(exc))
+                work.fail("offload_failed", str(exc))
                 continue
             if done is not None:
                 work.offloaded.append(done[0])
                 work.view[i] = done[1]
 
-    def _llm_fallback(self, work: _Work, reason: str) -> None:
+    def _llm_fallback(self, work: Work) -> None:
         """Trim below Warn, keeping system, task, offloads already made and the newest messages."""
-        work.errors.append(reason)
         if work.trigger == "manual":
             self._emergency(work)  # a manual /compact that cannot summarise truncates instead
             return
         work.fallback.append("budget_trim")
         self._truncate(work, self.config.fallback_target)
 
-    def _emergency(self, work: _Work) -> None:
-        work.errors.append("emergency fallback: forced truncation")
+    def _emergency(self, work: Work) -> None:
         work.fallback.append("emergency")
-        self._offload_range(work, 0, len(work.view))
+        self.offload_range(work, 0, len(work.view))
         self._truncate(work, self.config.emergency_target)
         work.tier = CompactionTier.EMERGENCY
+        if work.dropped or work.cut:
+            work.emergency = "truncation"
+            work.fail("emergency_truncation", "emergency fallback: forced truncation")
+        elif work.offloaded:
+            work.emergency = "offload"
+            work.fail("emergency_offload", "emergency fallback: offloaded, nothing dropped")
         ratio = self._ratio(work.view)
         if ratio > self.config.emergency_target:
-            work.errors.append(
+            work.fail(
+                "window_too_small",
                 f"still at {ratio:.0%} of the window after truncation: the system prompt, the "
                 "task, the newest exchange and any reserved or calibrated overhead alone exceed "
                 f"the {self.config.emergency_target:.0%} target; this window is too small for "
-                "this agent"
+                "this agent",
             )
 
-    def _truncate(self, work: _Work, target: float) -> None:
+    def _truncate(self, work: Work, target: float) -> None:
         cut = self.fallback.truncate(work.view, target)
         work.offloaded += cut.offloaded
-        work.errors += cut.errors
-        work.extra["dropped"] = work.extra.get("dropped", []) + [
+        for error in cut.errors:
+            work.fail("offload_failed", error)
+        work.dropped += [
             d.model_copy(update={"index": work.sources[d.index]})
             for d in cut.dropped
             if work.sources[d.index] is not None
         ]
+        work.cut += len(cut.truncated)
         sources = [work.sources[i] if i is not None else None for i in cut.sources]
-        work.extra["preserved"] = sum(
-            1
-            for m, src in zip(cut.messages, sources, strict=True)
-            if src is not None and m.role != "system" and m == work.inputs[src]
-        )
+        work.preserved = preserved_verbatim(cut.messages, sources, work.inputs)
         work.sources = sources
         work.view = cut.messages
 
@@ -455,44 +337,15 @@ class ProgressiveCompactor:
 
     # ------------------------------------------------------------ the record
 
-    def _outcome(self, work: _Work, *, effective: bool = True) -> CompactionOutcome:
-        tokens_after = self.tokens(work.view) if effective else work.tokens_before
-        split = split_head_tail(work.view, self.config.min_tail_messages)
-        preserved = work.extra.get("preserved", split.tail_len if effective else 0)
-        record = CompactionRecord(
+    def _outcome(self, work: Work, *, effective: bool = True) -> CompactionOutcome:
+        ctx = RecordContext(
             session_id=self.session_id,
-            tier=work.tier,
-            tokens_before=work.tokens_before,
-            tokens_after=tokens_after,
-            msgs_before=len(work.inputs),
-            msgs_after=len(work.view),
-            anchors=work.extra.get("anchors", []),
-            offloaded=work.offloaded,
-            summarized=work.extra.get("n_summarized", 0),
-            preserved_tail=preserved,
-            summary_text=work.extra.get("summary", ""),
-            compression_ratio=compression_ratio(work.tokens_before, tokens_after),
-            duration=time.perf_counter_ns() - work.t0,
-            error="; ".join(work.errors),
-            trigger=work.trigger,
-            effective=effective,
             context_window=self.context_window,
-            fallback=" + ".join(work.fallback),
-            repairs=work.repairs,
-            dropped=work.extra.get("dropped", []),
-            summarizer=work.extra.get("stats"),
             estimator=self.estimator.name,
             config_hash=self.config.config_hash(),
         )
-        if not effective:
-            work.view, work.sources = list(work.inputs), list(range(len(work.inputs)))
-        return CompactionOutcome(
-            view=work.view,
-            record=record,
-            sources=work.sources,
-            inputs=work.inputs,
-            summarized_positions=work.summarized,
-        )
+        tail = split_head_tail(work.view, self.config.min_tail_messages).tail_len
+        return finish_outcome(work, ctx, self.tokens(work.view), tail, effective=effective)
 
     def _finish(self, outcome: CompactionOutcome, emit: bool) -> CompactionOutcome:
         record = outcome.record
@@ -505,7 +358,10 @@ class ProgressiveCompactor:
         if emit and self.event_sink is not None and record.tier != CompactionTier.NONE:
             try:
                 index = list(range(len(outcome.inputs)))
-                payloads = [compaction_recorded(outcome, index, "full"), *offload_events(record)]
+                payloads = [
+                    compaction_recorded(outcome, index, self.capture),
+                    *offload_events(record),
+                ]
                 for payload in payloads:
                     self.event_sink.emit(self._events.make(payload))
                 self.event_sink.flush()

@@ -9,7 +9,6 @@ unreadable lines with file and line instead of skipping them silently.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compactor.anchors import Anchor
+from compactor.encoding import utf8
 from compactor.safepath import safe_name
 
 log = logging.getLogger(__name__)
@@ -122,8 +122,16 @@ class CompactionRecord(BaseModel):
     summarizer: SummarizerStats | None = None
     estimator: str = ""
     config_hash: str = ""
+    error_codes: list[str] = Field(default_factory=list)
+    """One fixed code per problem in ``error`` (``summarizer_failed:TimeoutError``...): what
+    metadata capture keeps, since ``error`` may quote provider text."""
+    cut: Int64 = 0
+    """Messages kept in the view but cut in the middle (the task included)."""
+    emergency: Literal["truncation", "offload"] | None = None
+    """For an Emergency: ``truncation`` when something was dropped or cut, ``offload`` when
+    offloading alone brought the view under the target."""
 
-    @field_validator("anchors", "offloaded", "repairs", "dropped", mode="before")
+    @field_validator("anchors", "offloaded", "repairs", "dropped", "error_codes", mode="before")
     @classmethod
     def _null_is_empty(cls, v: Any) -> Any:
         return [] if v is None else v
@@ -149,6 +157,16 @@ class CompactionRecord(BaseModel):
 
     def to_json_line(self) -> str:
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+
+
+def _lock(fd: int, *, exclusive: bool) -> None:
+    """An advisory whole-file lock where the platform has one (POSIX ``flock``); elsewhere
+    appends of one line stay atomic enough, and ``import compactor`` must not fail."""
+    if os.name != "posix":
+        return
+    import fcntl  # POSIX only: imported here so that the package imports on Windows
+
+    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
 
 
 def compression_ratio(tokens_before: int, tokens_after: int) -> float:
@@ -191,12 +209,12 @@ class JsonlRecordStore:
     def append(self, record: CompactionRecord) -> None:
         """Append one line under an exclusive lock and fsync it. Raises on I/O failure."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        line = (record.to_json_line() + "\n").encode("utf-8")
+        line = utf8(record.to_json_line() + "\n")
         fd = os.open(
             self.path_for(record.session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd, exclusive=True)
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -229,7 +247,7 @@ def read_record_file(path: Path) -> RecordReadResult:
     except FileNotFoundError:
         return result
     with fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        _lock(fh.fileno(), exclusive=False)
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue

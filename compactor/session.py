@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from compactor.events import (
     Capture,
@@ -20,18 +20,19 @@ from compactor.events import (
     SessionDeleted,
     SessionStarted,
     UsageReported,
+    ViewPrepared,
     compaction_recorded,
     message_appended,
     offload_events,
     sha256_of,
 )
-from compactor.fallback import repair_orphaned_tool_pairs
 from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
+from compactor.pairs import repair_orphaned_tool_pairs
 from compactor.progressive import ProgressiveCompactor
 from compactor.records import CompactionRecord, CompactionTier, compression_ratio
 from compactor.sinks import EventSink
-from compactor.tokens import message_bytes
+from compactor.tokens import TokenEstimator, message_bytes
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,12 @@ class CompactionSession:
         parent_session_id: str | None = None,
         source: str = "live",
         metadata: dict[str, Any] | None = None,
+        start_seq: int | None = None,
     ) -> None:
         self.session_id = session_id or str(uuid.uuid4())
-        if compactor.session_id != self.session_id:
+        if compactor.session_id != self.session_id or compactor.capture != capture:
             compactor = compactor.for_session(self.session_id)
+            compactor.capture = capture
         self.compactor = compactor
         self.event_sink = event_sink
         self.capture: Capture = capture
@@ -67,7 +70,12 @@ class CompactionSession:
         self.sink_errors = 0
         self.last_sink_error = ""
         self.noops_suppressed = 0
-        self._events = EventFactory(self.session_id)
+        if start_seq is None:
+            start_seq = _next_seq(event_sink, self.session_id)
+        self._events = EventFactory(self.session_id, start_seq=start_seq)
+        """A session resumed in a new process (same id) continues its ``seq``: from
+        ``start_seq``, else from what the sink already holds for this id."""
+        self._turn = 0
         self._system_bytes = message_bytes(system_prompt) if system_prompt else 0
         self._prefix: list[Message] = []
         self._prefix_index: list[int | None] = []
@@ -151,27 +159,18 @@ class CompactionSession:
     def prepare(self) -> tuple[list[Message], CompactionRecord]:
         """The view to send now, compacted if a tier fires, and the record (tier NONE if not)."""
         tokens = self.tokens()
-        tier = self.compactor.tier_for_tokens(tokens)
-        view = self.view()
-        self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
-        if tier == CompactionTier.NONE and (self._needs_repair or self._open_calls):
-            view = repair_orphaned_tool_pairs(view)  # never send a broken exchange
-        if tier == CompactionTier.NONE:
-            record = CompactionRecord(
-                session_id=self.session_id,
-                tier=tier,
-                tokens_before=tokens,
-                tokens_after=tokens,
-                msgs_before=len(view),
-                msgs_after=len(view),
-                effective=False,
-                compression_ratio=compression_ratio(tokens, tokens),
-                context_window=self.compactor.context_window,
-                estimator=self.compactor.estimator.name,
-            )
-            return view, record
-        outcome = self.compactor.compact_detailed(view, tokens=tokens, emit=False)
-        return self._apply(outcome), outcome.record
+        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
+            return self._sent(self._uncompacted(tokens), tokens)
+        outcome = self.compactor.compact_detailed(self.view(), tokens=tokens, emit=False)
+        return self._sent((self._apply(outcome), outcome.record), tokens)
+
+    async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
+        """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
+        tokens = self.tokens()
+        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
+            return self._sent(self._uncompacted(tokens), tokens)
+        outcome = await self.compactor.acompact_detailed(self.view(), tokens=tokens, emit=False)
+        return self._sent((self._apply(outcome), outcome.record), tokens)
 
     def compact(self) -> CompactionRecord:
         """Manual ``/compact``: a forced Full summary, Emergency if the summariser fails."""
@@ -181,13 +180,45 @@ class CompactionSession:
         self._apply(outcome)
         return outcome.record
 
-    async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
-        """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
-        tokens = self.tokens()
-        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
-            return self.prepare()
-        outcome = await self.compactor.acompact_detailed(self.view(), tokens=tokens, emit=False)
-        return self._apply(outcome), outcome.record
+    def _uncompacted(self, tokens: int) -> tuple[list[Message], CompactionRecord]:
+        view = self.view()
+        if self._needs_repair or self._open_calls:
+            view = repair_orphaned_tool_pairs(view)  # never send a broken exchange
+        record = CompactionRecord(
+            session_id=self.session_id,
+            tier=CompactionTier.NONE,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            msgs_before=len(view),
+            msgs_after=len(view),
+            effective=False,
+            compression_ratio=compression_ratio(tokens, tokens),
+            context_window=self.compactor.context_window,
+            estimator=self.compactor.estimator.name,
+        )
+        return view, record
+
+    def _sent(
+        self, prepared: tuple[list[Message], CompactionRecord], tokens_before: int
+    ) -> tuple[list[Message], CompactionRecord]:
+        """Bookkeeping for the view about to be sent: its size (what usage reports describe,
+        so calibration compares like with like) and a ``view_prepared`` event."""
+        view, record = prepared
+        self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        self._turn += 1
+        self._emit(
+            ViewPrepared(
+                turn=self._turn,
+                tokens=self.tokens(),
+                tokens_before=tokens_before,
+                tier=int(record.tier),
+                messages=len(view),
+                history_messages=len(self.history),
+                context_window=self.compactor.context_window,
+                reserve_tokens=self.compactor.config.reserve_tokens,
+            )
+        )
+        return view, record
 
     def _apply(self, outcome: CompactionOutcome) -> list[Message]:
         record = outcome.record
@@ -201,6 +232,8 @@ class CompactionSession:
             self.noops_suppressed += 1
         if not record.effective:
             self._last_noop = key
+            if self._needs_repair or self._open_calls:
+                return repair_orphaned_tool_pairs(outcome.view)  # never send a broken exchange
             return outcome.view
         self._last_noop = None
         self.records.append(record)
@@ -226,23 +259,31 @@ class CompactionSession:
         cache_read_tokens: int = 0,
         cache_creation_tokens: int = 0,
         model: str = "",
-        estimated_input_tokens: int | None = None,
+        prompt: Literal["view", "history"] = "view",
     ) -> None:
         """Provider-reported usage of the last call: calibrates the estimator, emits an event.
 
-        ``estimated_input_tokens`` is the raw (bytes/4) estimate of the prompt the report is
-        about; by default the last prepared view. Replays pass the uncompacted prompt's, since
-        the transcript's usage is about what the original agent sent.
+        ``prompt="view"`` (live agents): the report is about the view the last ``prepare``
+        returned, the one actually sent. ``prompt="history"``: it is about the whole uncompacted
+        history, as when a replay feeds a transcript's usage, which describes what the original
+        agent sent without compaction.
         """
-        estimated = estimated_input_tokens
-        if estimated is None:
-            estimated = self._last_view_bytes // 4 + self.compactor.config.reserve_tokens
-        observe = getattr(self.compactor.estimator, "observe", None)
+        if prompt == "history":
+            n_bytes = self._system_bytes + self.history_bytes
+        else:
+            n_bytes = self._last_view_bytes
+        estimator = self.compactor.estimator
+        reserve = self.compactor.config.reserve_tokens
+        believed = estimator.tokens_for_bytes(n_bytes) + reserve
+        raw = _raw_tokens(estimator, n_bytes) + reserve
+        observe = getattr(estimator, "observe", None)
         if callable(observe):
-            observe(estimated, input_tokens)
+            observe(raw, input_tokens)
         self._emit(
             UsageReported(
-                estimated_input_tokens=estimated,
+                estimated_input_tokens=believed,
+                raw_estimated_tokens=raw,
+                prompt=prompt,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 cache_read_tokens=cache_read_tokens,
@@ -288,3 +329,21 @@ class CompactionSession:
         except Exception as exc:
             self.sink_errors += 1
             self.last_sink_error = f"{type(exc).__name__}: {exc}"
+
+
+def _raw_tokens(estimator: TokenEstimator, n_bytes: int) -> int:
+    """The uncalibrated estimate that calibrating estimators fit (their own base estimator)."""
+    raw = getattr(estimator, "raw_tokens", None)
+    return int(raw(n_bytes)) if callable(raw) else estimator.tokens_for_bytes(n_bytes)
+
+
+def _next_seq(sink: EventSink | None, session_id: str) -> int:
+    """The seq after the last one ``sink`` holds for ``session_id`` (0 for a new session)."""
+    next_seq = getattr(sink, "next_seq", None)
+    if not callable(next_seq):
+        return 0
+    try:
+        return int(next_seq(session_id))
+    except Exception as exc:  # a sink that cannot tell must not stop the agent
+        log.warning("session %s: could not read its last seq: %s", session_id, exc)
+        return 0

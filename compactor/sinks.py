@@ -3,14 +3,18 @@
 ``SpoolSink`` appends JSONL, one file per producer process, buffered and flushed on every
 compaction and on close; a disk error never raises into the agent: it is counted, the events stay
 buffered (up to a cap) and the next flush retries. ``MemorySink`` keeps events in a list for
-tests and in-process consumers; ``strict=True`` makes it check the contract and raise.
+tests and in-process consumers; ``strict=True`` makes it check the contract and raise. Both
+tell a resumed session where its ``seq`` goes on (``next_seq``). Text that UTF-8 cannot hold
+(lone surrogates) is scrubbed on the way out, never raised on.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
+import re
 import socket
 import threading
 import uuid
@@ -19,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from compactor.encoding import model_json_line, utf8
 from compactor.events import Event, parse_event
 from compactor.safepath import safe_name
 
@@ -46,8 +51,8 @@ class MemorySink:
 
     def emit(self, event: Event) -> None:
         if self.strict:
-            again = parse_event(event.to_json_line())
-            if again != event:
+            line = model_json_line(event)
+            if model_json_line(parse_event(line)) != line:
                 raise AssertionError(f"event {event.event_id} does not round-trip through JSON")
             expected = self._next_seq[event.session_id]
             if event.seq != expected:
@@ -56,6 +61,9 @@ class MemorySink:
                 )
         self._next_seq[event.session_id] = event.seq + 1
         self.events.append(event)
+
+    def next_seq(self, session_id: str) -> int:
+        return self._next_seq.get(session_id, 0)
 
     def of_type(self, type_: str) -> list[Event]:
         return [e for e in self.events if e.type == type_]
@@ -106,6 +114,7 @@ class SpoolSink:
         self._lock = threading.Lock()
         self._pid = -1
         self._path: Path | None = None
+        self._seqs: dict[str, int] | None = None
         _OPEN_SPOOLS.add(self)
 
     @property
@@ -114,8 +123,12 @@ class SpoolSink:
         return self._path
 
     def emit(self, event: Event) -> None:
-        line = event.model_dump_json()
+        line = model_json_line(event)
         with self._lock:
+            if self._seqs is not None:
+                self._seqs[event.session_id] = max(
+                    self._seqs.get(event.session_id, 0), event.seq + 1
+                )
             if len(self._buffer) >= self.max_buffered:
                 self._buffer.pop(0)
                 self.dropped += 1
@@ -136,7 +149,7 @@ class SpoolSink:
         with self._lock:
             if not self._buffer:
                 return
-            data = ("\n".join(self._buffer) + "\n").encode("utf-8")
+            data = utf8("\n".join(self._buffer) + "\n")
             try:
                 self.spool_dir.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self._file(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -157,9 +170,51 @@ class SpoolSink:
             self.written += len(self._buffer)
             self._buffer.clear()
 
+    def next_seq(self, session_id: str) -> int:
+        """The seq after the last event of ``session_id`` in the spool (0 if none). The spool is
+        scanned once per sink, when a session first asks; later events are tracked as emitted."""
+        with self._lock:
+            if self._seqs is None:
+                self._seqs = _scan_seqs(self.spool_dir)
+                for line in self._buffer:
+                    self._track(line)
+            return self._seqs.get(session_id, 0)
+
+    def _track(self, line: str) -> None:
+        assert self._seqs is not None
+        for sid, seq in _SEQ_RE.findall(line.encode("utf-8", "replace")):
+            key = json.loads(sid)
+            self._seqs[key] = max(self._seqs.get(key, 0), int(seq) + 1)
+
     @property
     def pending(self) -> int:
         return len(self._buffer)
 
     def close(self) -> None:
         self.flush()
+
+
+_SEQ_RE = re.compile(rb'"session_id":("(?:[^"\\]|\\.)*"),"seq":(\d+)')
+"""The envelope's fields in the order pydantic writes them: a scan needs no JSON parse."""
+
+
+def _scan_seqs(spool_dir: Path) -> dict[str, int]:
+    """The next seq of every session in the spool files under ``spool_dir``."""
+    seqs: dict[str, int] = {}
+    try:
+        files = sorted(spool_dir.glob("*.jsonl"))
+    except OSError:
+        return seqs
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            log.warning("spool file %s unreadable while resuming a session: %s", path, exc)
+            continue
+        for sid, seq in _SEQ_RE.findall(data):
+            try:
+                key = json.loads(sid)
+            except ValueError:
+                continue
+            seqs[key] = max(seqs.get(key, 0), int(seq) + 1)
+    return seqs

@@ -30,14 +30,13 @@ def message_bytes(msg: Message) -> int:
 
 def estimate_tokens(msgs: Iterable[Message]) -> int:
     """harness9's estimate: total UTF-8 bytes // 4."""
-    return sum(message_bytes(m) for m in msgs) // 4
+    return ByteEstimator().tokens_for_bytes(sum(message_bytes(m) for m in msgs))
 
 
 def estimate_tool_schema_tokens(tools: Sequence[dict[str, Any]]) -> int:
     """Tokens the tool schemas sent with each request take: their compact JSON bytes // 4."""
-    return (
-        len(json.dumps(list(tools), separators=(",", ":"), ensure_ascii=False).encode("utf-8")) // 4
-    )
+    text = json.dumps(list(tools), separators=(",", ":"), ensure_ascii=False)
+    return ByteEstimator().tokens_for_bytes(len(text.encode("utf-8", "surrogatepass")))
 
 
 @runtime_checkable
@@ -54,9 +53,10 @@ class ByteEstimator:
     """The default: bytes // 4, as harness9."""
 
     name = "bytes/4"
+    bytes_per_token = 4
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
-        return n_bytes // 4
+        return n_bytes // self.bytes_per_token
 
 
 class _Calibrating:
@@ -68,6 +68,11 @@ class _Calibrating:
         self._alpha = alpha
         self._observations = 0
         self._lock = threading.Lock()
+        self._base = ByteEstimator()
+
+    def raw_tokens(self, n_bytes: int) -> int:
+        """The uncalibrated estimate, which ``observe`` compares with provider reports."""
+        return self._base.tokens_for_bytes(n_bytes)
 
     @property
     def observations(self) -> int:
@@ -107,7 +112,7 @@ class CalibratedEstimator(_Calibrating):
             self._observations += 1
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
-        return int((n_bytes // 4) * self._factor)
+        return int(self.raw_tokens(n_bytes) * self._factor)
 
 
 class OverheadCalibratedEstimator(_Calibrating):
@@ -152,4 +157,36 @@ class OverheadCalibratedEstimator(_Calibrating):
         self.overhead = max(0.0, my - self.slope * mx)
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
-        return int((n_bytes // 4) * self.slope + self.overhead)
+        return int(self.raw_tokens(n_bytes) * self.slope + self.overhead)
+
+
+def max_bytes_for(estimator: TokenEstimator, tokens: int) -> int:
+    """The most bytes ``estimator`` counts as at most ``tokens`` (0 when none fit).
+
+    Estimators are monotonic in bytes, so a binary search inverts any of them; no caller needs
+    to know a bytes-per-token figure.
+    """
+    if tokens <= 0 or estimator.tokens_for_bytes(0) > tokens:
+        return 0
+    lo, hi = 0, max(64, tokens)
+    while estimator.tokens_for_bytes(hi) <= tokens:
+        lo, hi = hi, hi * 2
+        if hi > 1 << 62:
+            return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if estimator.tokens_for_bytes(mid) <= tokens:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def message_budget_bytes(estimator: TokenEstimator, tokens: int) -> int:
+    """Bytes one message may take to cost at most ``tokens`` on top of the fixed overhead."""
+    return max_bytes_for(estimator, tokens + estimator.tokens_for_bytes(0))
+
+
+def message_budget_tokens(estimator: TokenEstimator, n_bytes: int) -> int:
+    """Tokens ``n_bytes`` of one message add on top of the fixed overhead."""
+    return estimator.tokens_for_bytes(n_bytes) - estimator.tokens_for_bytes(0)

@@ -1,31 +1,29 @@
-"""Events: the envelope, the payload union, upcasters, and builders from compactor objects.
+"""The event schema: the envelope, the payload union, per-type versions and upcasters.
 
 Every event is a frozen pydantic model with ``extra="forbid"``; the envelope's ``type`` equals
-its payload's. Old events are never rewritten: a schema change bumps ``SCHEMA_VERSION`` and adds
-an upcaster, applied on read by ``parse_event``. With ``capture="metadata"`` no builder here
-writes message content, summaries, anchor text or previews, only sizes, hashes, roles and names.
+its payload's. Each type has its own ``schema_version`` (``SCHEMA_VERSIONS``). Old events are
+never rewritten: a change to a payload bumps its type's version and adds an upcaster from the
+old version, applied on read by ``parse_event``. Building payloads from compactor objects is
+``builders``' job, not this module's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
 import socket
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
-from compactor.messages import Message, ToolCall
-from compactor.outcome import CompactionOutcome
+from compactor.anchors import anchor_items
+from compactor.messages import ToolCall
 from compactor.records import CompactionRecord, Int64
-from compactor.tokens import message_bytes
 
-SCHEMA_VERSION = 1
 Capture = Literal["full", "metadata"]
 ViewStatus = Literal["system", "kept", "offloaded", "changed", "summarized", "dropped", "synthetic"]
 
@@ -96,13 +94,25 @@ class SyntheticMessage(BaseModel):
     content: str | None = None
 
 
+class AnchorItem(BaseModel):
+    """One item (line) of one anchor of a compaction, parsed once, here, for every reader."""
+
+    model_config = _FROZEN
+    anchor_type: str
+    position: Int64
+    item: str
+
+
 class CompactionRecorded(BaseModel):
+    """Version 2 added ``anchor_items`` (version 1 events are upcast by parsing the anchors)."""
+
     model_config = _FROZEN
     type: Literal["compaction_recorded"] = "compaction_recorded"
     record: CompactionRecord
     before: list[ViewItem]
     after: list[ViewItem]
     synthetic: list[SyntheticMessage] = Field(default_factory=list)
+    anchor_items: list[AnchorItem] = Field(default_factory=list)
 
 
 class ToolResultOffloaded(BaseModel):
@@ -118,9 +128,20 @@ class ToolResultOffloaded(BaseModel):
 
 
 class UsageReported(BaseModel):
+    """Provider usage of one call beside the compactor's estimate of the same prompt.
+
+    ``estimated_input_tokens`` is what the compactor's estimator said (calibration and reserved
+    tokens included) before this report; ``raw_estimated_tokens`` the uncalibrated byte
+    estimate that calibration fits. ``prompt`` says which prompt both describe: the ``view``
+    sent (live agents), or the uncompacted ``history`` (replays of a transcript's usage).
+    Version 2 added ``raw_estimated_tokens`` and ``prompt``.
+    """
+
     model_config = _FROZEN
     type: Literal["usage_reported"] = "usage_reported"
     estimated_input_tokens: Int64
+    raw_estimated_tokens: Int64 | None = None
+    prompt: Literal["view", "history"] = "view"
     input_tokens: Int64
     output_tokens: Int64 = 0
     cache_read_tokens: Int64 = 0
@@ -135,23 +156,43 @@ class SessionDeleted(BaseModel):
     reason: str = ""
 
 
+class ViewPrepared(BaseModel):
+    """One ``prepare()``: the size of the view sent this turn, so that timelines exist between
+    compactions. ``tokens`` is the estimate of the view actually sent (after any compaction)."""
+
+    model_config = _FROZEN
+    type: Literal["view_prepared"] = "view_prepared"
+    turn: Int64
+    tokens: Int64
+    tokens_before: Int64
+    tier: Int64
+    messages: Int64
+    history_messages: Int64
+    context_window: Int64
+    reserve_tokens: Int64 = 0
+
+
 Payload = Annotated[
     SessionStarted
     | MessageAppended
     | CompactionRecorded
     | ToolResultOffloaded
     | UsageReported
-    | SessionDeleted,
+    | SessionDeleted
+    | ViewPrepared,
     Field(discriminator="type"),
 ]
-EVENT_TYPES = (
-    "session_started",
-    "message_appended",
-    "compaction_recorded",
-    "tool_result_offloaded",
-    "usage_reported",
-    "session_deleted",
-)
+SCHEMA_VERSIONS: dict[str, int] = {
+    "session_started": 1,
+    "message_appended": 1,
+    "compaction_recorded": 2,
+    "tool_result_offloaded": 1,
+    "usage_reported": 2,
+    "session_deleted": 1,
+    "view_prepared": 1,
+}
+"""The current schema version of each event type."""
+EVENT_TYPES = tuple(SCHEMA_VERSIONS)
 
 
 class Event(BaseModel):
@@ -160,17 +201,31 @@ class Event(BaseModel):
     model_config = _FROZEN
     event_id: str
     type: str
-    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=2**31 - 1)
+    schema_version: int = Field(1, ge=1, le=2**31 - 1)
     session_id: str
     seq: Int64
     occurred_at: datetime
     producer: Producer
     payload: SerializeAsAny[Payload]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _current_version_by_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "schema_version" not in data:
+            kind = data.get("type")
+            if isinstance(kind, str) and kind in SCHEMA_VERSIONS:
+                return {**data, "schema_version": SCHEMA_VERSIONS[kind]}
+        return data
+
     @model_validator(mode="after")
     def _type_matches(self) -> Event:
         if self.type != self.payload.type:
             raise ValueError(f"envelope type {self.type!r} != payload type {self.payload.type!r}")
+        if self.schema_version != SCHEMA_VERSIONS[self.type]:
+            raise ValueError(
+                f"{self.type} schema_version {self.schema_version} is not the current "
+                f"{SCHEMA_VERSIONS[self.type]} (older versions are upcast by parse_event)"
+            )
         return self
 
     def to_json_line(self) -> str:
@@ -178,25 +233,33 @@ class Event(BaseModel):
 
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-UPCASTERS: dict[int, Upcaster] = {}
-"""``UPCASTERS[n]`` turns a raw version-n event dict into version n+1."""
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+"""``UPCASTERS[(type, n)]`` turns the payload of a version-n event of ``type`` into n+1."""
 
 
 def upcast(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` (an event dict) brought to its type's current schema version."""
+    kind = raw.get("type")
+    if kind not in SCHEMA_VERSIONS:
+        raise ValueError(f"unknown event type {kind!r}; known: {', '.join(SCHEMA_VERSIONS)}")
+    current = SCHEMA_VERSIONS[str(kind)]
     version = raw.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"schema_version {version!r} is not a known event schema version")
-    if version > SCHEMA_VERSION:
+    if version > current:
         raise ValueError(
-            f"event schema_version {version} is newer than this library ({SCHEMA_VERSION}); "
+            f"{kind} event schema_version {version} is newer than this library ({current}); "
             "upgrade compactlens to read it"
         )
-    while version < SCHEMA_VERSION:
-        if version not in UPCASTERS:
-            raise ValueError(f"no upcaster from event schema_version {version}")
-        raw = UPCASTERS[version](raw)
+    while version < current:
+        step = UPCASTERS.get((str(kind), version))
+        if step is None:
+            raise ValueError(f"no upcaster for {kind} from schema_version {version}")
+        payload = raw.get("payload")
+        if not isinstance(payload, dict):
+            raise ValueError(f"{kind} event payload is {type(payload).__name__}, not an object")
+        raw = {**raw, "payload": step(payload), "schema_version": version + 1}
         version += 1
-        raw["schema_version"] = version
     return raw
 
 
@@ -239,134 +302,45 @@ class EventFactory:
             occurred_at=datetime.now(UTC),
             producer=current_producer(),
             payload=payload,
+            schema_version=SCHEMA_VERSIONS[payload.type],  # type: ignore[attr-defined]
         )
         self.seq += 1
         return event
 
 
-_ID_RANDOM = random.Random(os.urandom(32))
-_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_UUID_V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
-os.register_at_fork(after_in_child=lambda: _ID_RANDOM.seed(os.urandom(32)))
-
-
 def new_event_id() -> str:
-    """A random (version 4) UUID. ``uuid.uuid4()`` reads os.urandom each time, which costs more
-    than the rest of an event here, so a private generator seeded from it is used (private:
-    a host program calling ``random.seed`` must not make two processes emit the same ids)."""
-    n = (_ID_RANDOM.getrandbits(128) & _UUID_CLEAR) | _UUID_V4
-    h = f"{n:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A random (version 4) UUID, from the operating system's randomness."""
+    return str(uuid.uuid4())
 
 
-# ---------------------------------------------------------------- builders
+# ---------------------------------------------------------------- upcasters
 
 
-def sha256_of(msg: Message) -> str:
-    """Content address of a message: role, content, tool calls and ids."""
-    h = hashlib.sha256()
-    h.update(msg.role.encode())
-    h.update(b"\0")
-    h.update(msg.content.encode("utf-8", "surrogatepass"))
-    for tc in msg.tool_calls:
-        h.update(f"\0{tc.id}\0{tc.name}\0".encode())
-        h.update(tc.arguments.encode("utf-8", "surrogatepass"))
-    h.update(f"\0{msg.tool_call_id or ''}\0{int(msg.is_error)}".encode())
-    return h.hexdigest()
+def _compaction_recorded_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 → v2: the anchor items, parsed from the record's anchors as v2 builders do."""
+    record = payload.get("record")
+    anchors = record.get("anchors") if isinstance(record, dict) else None
+    items: list[dict[str, Any]] = []
+    for anchor in anchors if isinstance(anchors, list) else []:
+        if not isinstance(anchor, dict):
+            continue
+        content = str(anchor.get("content", anchor.get("Content", "")) or "")
+        kind = str(anchor.get("type", anchor.get("Type", "")) or "")
+        if content != REDACTED:
+            items += [
+                {"anchor_type": kind, "position": i, "item": item}
+                for i, item in enumerate(anchor_items(content))
+            ]
+    return {**payload, "anchor_items": items}
 
 
-def message_appended(
-    index: int, msg: Message, capture: Capture, *, n_bytes: int | None = None
-) -> MessageAppended:
-    """The payload for one appended message (``n_bytes``: its size, if already counted)."""
-    full = capture == "full"
-    return MessageAppended(
-        index=index,
-        role=msg.role,
-        bytes=message_bytes(msg) if n_bytes is None else n_bytes,
-        sha256=sha256_of(msg),
-        tool_call_id=msg.tool_call_id,
-        tool_call_ids=[tc.id for tc in msg.tool_calls],
-        tool_names=[tc.name for tc in msg.tool_calls],
-        is_error=msg.is_error,
-        name=msg.name,
-        content=msg.content if full else None,
-        tool_calls=list(msg.tool_calls) if full else None,
-    )
+def _usage_reported_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 → v2: v1 had one estimate, uncalibrated, of the prompt the agent last prepared."""
+    return {**payload, "raw_estimated_tokens": payload.get("estimated_input_tokens")}
 
 
-def redact_error(error: str) -> str:
-    """An error without quoted content: each part keeps what failed and the cause's type only."""
-    parts = []
-    for part in error.split("; "):
-        part = part.split(" (got ", 1)[0]
-        parts.append(":".join(part.split(":")[:2]).strip())
-    return "; ".join(parts)
+REDACTED = "[redacted]"
+"""What metadata capture writes in place of anchor text."""
 
-
-def redact_record(record: CompactionRecord) -> CompactionRecord:
-    """The record without summary or anchor text (for ``capture="metadata"``)."""
-    anchors = [a.model_copy(update={"content": "[redacted]"}) for a in record.anchors]
-    error = redact_error(record.error)
-    return record.model_copy(update={"summary_text": "", "anchors": anchors, "error": error})
-
-
-def compaction_recorded(
-    outcome: CompactionOutcome,
-    index_of: Sequence[int | None],
-    capture: Capture,
-) -> CompactionRecorded:
-    """The event payload for one compaction. ``index_of[p]`` is the history index of input p."""
-    statuses = outcome.status_of_inputs()
-    before = [
-        ViewItem(
-            index=index_of[p],
-            sha256=sha256_of(m),
-            role=m.role,
-            bytes=message_bytes(m),
-            status="system" if m.role == "system" and p == 0 else statuses[p],
-        )
-        for p, m in enumerate(outcome.inputs)
-    ]
-    after: list[ViewItem] = []
-    synthetic: list[SyntheticMessage] = []
-    for m, src in zip(outcome.view, outcome.sources, strict=True):
-        digest = sha256_of(m)
-        if src is None:
-            status: ViewStatus = "synthetic"
-        elif m.role == "system" and src == 0:
-            status = "system"
-        else:
-            status = "kept" if statuses[src] == "kept" else statuses[src]
-        index = index_of[src] if src is not None else None
-        after.append(
-            ViewItem(index=index, sha256=digest, role=m.role, bytes=message_bytes(m), status=status)
-        )
-        if status in ("synthetic", "offloaded", "changed"):
-            synthetic.append(
-                SyntheticMessage(
-                    sha256=digest,
-                    role=m.role,
-                    bytes=message_bytes(m),
-                    source_index=index,
-                    tool_call_id=m.tool_call_id,
-                    content=m.content if capture == "full" else None,
-                )
-            )
-    record = outcome.record if capture == "full" else redact_record(outcome.record)
-    return CompactionRecorded(record=record, before=before, after=after, synthetic=synthetic)
-
-
-def offload_events(record: CompactionRecord) -> list[ToolResultOffloaded]:
-    return [
-        ToolResultOffloaded(
-            record_id=record.id,
-            tool_call_id=e.tool_call_id,
-            tool_name=e.tool_name,
-            file_path=e.file_path,
-            bytes=e.bytes,
-            lines=e.lines,
-            sha256=e.sha256,
-        )
-        for e in record.offloaded
-    ]
+UPCASTERS[("compaction_recorded", 1)] = _compaction_recorded_v1
+UPCASTERS[("usage_reported", 1)] = _usage_reported_v1

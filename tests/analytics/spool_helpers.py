@@ -21,17 +21,15 @@ from analytics.store import EventStore
 from analytics.store_sql import TABLES
 from analytics.synthetic import generate_session
 from compactor import (
-    Capture,
     CompactionOffloader,
     CompactionSession,
     CompactionTier,
-    EventFactory,
     ExtractiveSummarizer,
     Message,
     ProgressiveCompactor,
     SpoolSink,
-    UsageReported,
 )
+from compactor.events import Capture, EventFactory, UsageReported
 
 WINDOW = 16_000
 """Small enough that a 60-step synthetic session reaches every tier, Emergency included."""

@@ -25,13 +25,8 @@ import pytest
 
 from analytics.projector import Projector, rebuild
 from analytics.store import DB_NAME, EventStore
-from compactor import (
-    CompactionTier,
-    EventFactory,
-    MessageAppended,
-    SpoolSink,
-    UsageReported,
-)
+from compactor import CompactionTier, SpoolSink
+from compactor.events import SCHEMA_VERSIONS, EventFactory, MessageAppended, UsageReported
 from tests.analytics.spool_helpers import (
     assert_same_table,
     assert_same_tables,
@@ -46,6 +41,8 @@ from tests.analytics.spool_helpers import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBPROCESS_TIMEOUT_S = 60
+NEWER = SCHEMA_VERSIONS["usage_reported"] + 1
+"""A schema version of usage_reported that no compactlens has written yet."""
 
 
 def _realistic_home(home: Path) -> None:
@@ -287,7 +284,8 @@ def test_rebuild_equals_incremental_ingestion_table_for_table(tmp_path: Path) ->
 
 _PRODUCER = """
 import random, sys, time
-from compactor import EventFactory, SpoolSink, UsageReported
+from compactor import SpoolSink
+from compactor.events import EventFactory, UsageReported
 
 spool, session_id, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 if seed != "-":
@@ -417,7 +415,11 @@ def test_invalid_lines_are_quarantined_with_reason_and_line_while_neighbours_lan
 ) -> None:
     factory = EventFactory("q")
     good = [_valid(factory, i) for i in range(6)]
-    shape_wrong = _with(_valid(factory, 92), type="message_appended")
+    shape_wrong = _with(
+        _valid(factory, 92),
+        type="message_appended",
+        schema_version=SCHEMA_VERSIONS["message_appended"],
+    )
     lines: list[bytes] = [
         good[0].encode(),  # 1
         b"this is { not json",  # 2
@@ -427,7 +429,7 @@ def test_invalid_lines_are_quarantined_with_reason_and_line_while_neighbours_lan
         good[2].encode(),  # 6
         b"",  # 7: blank lines are skipped but counted
         _with(_valid(factory, 90), seq="five").encode(),  # 8
-        _with(_valid(factory, 91), schema_version=2).encode(),  # 9
+        _with(_valid(factory, 91), schema_version=NEWER).encode(),  # 9
         good[3].encode(),  # 10
         b'\xff\xfe{"event_id": "x"}',  # 11
         shape_wrong.encode(),  # 12
@@ -450,9 +452,9 @@ def test_invalid_lines_are_quarantined_with_reason_and_line_while_neighbours_lan
         expected = {
             2: ("not JSON",),
             4: ("JSON object", "list"),
-            5: ("event_id", "Field required"),
+            5: ("unknown event type None", "known: session_started"),
             8: ("seq", "integer"),
-            9: ("schema_version 2", "newer", "upgrade compactlens"),
+            9: (f"schema_version {NEWER}", "newer", "upgrade compactlens"),
             11: ("not UTF-8", "byte 0"),
             12: ("envelope type 'message_appended'", "'usage_reported'"),
         }

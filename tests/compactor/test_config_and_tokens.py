@@ -22,8 +22,8 @@ from compactor import (
     ToolCall,
     estimate_tokens,
     estimate_tool_schema_tokens,
-    message_bytes,
 )
+from compactor.tokens import message_bytes
 
 
 def utf8(text: str) -> int:

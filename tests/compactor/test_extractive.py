@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactor.anchors import NA, Anchor, AnchorType, parse_anchors_and_summary
+from compactor.compaction_message import CompactionState, render_compaction_message
 from compactor.extractive import ExtractiveSummarizer
 from compactor.messages import Message, ToolCall, from_openai
 from compactor.summarize import PreviousCompaction, Summarizer
@@ -76,19 +77,38 @@ def test_satisfies_the_summarizer_protocol() -> None:
     assert isinstance(ExtractiveSummarizer(), Summarizer)
 
 
-def test_intent_comes_from_first_user_message() -> None:
+def test_intent_is_the_task_then_later_explicit_requests() -> None:
     msgs = [
         Message(role="system", content="System prompt. Do things."),
         Message(role="user", content="Add retries to the HTTP client. Use exponential backoff."),
+        Message(role="user", content="<returncode>0</returncode>\n<output>ok 27 bbbb</output>"),
         Message(role="user", content="Also update the changelog."),
     ]
     anchors, _ = summarise(msgs)
-    assert anchors[AnchorType.USER_INTENT].content == "Add retries to the HTTP client."
+    assert anchors[AnchorType.USER_INTENT].items == [
+        "Add retries to the HTTP client.",
+        "Also update the changelog.",
+    ]
+
+
+def test_intent_does_not_drift_to_the_first_user_line_of_a_later_transcript() -> None:
+    first = [Message(role="user", content="Make the parser accept BOMs.")]
+    anchors, summary = summarise(first)
+    previous = PreviousCompaction(anchors=list(anchors.values()), summary=summary)
+    later = [
+        Message(role="user", content="ok 27 bbbb observation from the harness"),
+        Message(role="assistant", content="Looking at it."),
+    ]
+
+    result = ExtractiveSummarizer().summarize(later, previous)
+    again, _ = parse_anchors_and_summary(result.text)
+
+    assert again[0].content == "Make the parser accept BOMs."
 
 
 def test_intent_skips_tool_results_and_previous_compaction_messages() -> None:
     msgs = [
-        Message(role="user", content="[Context Compaction]\n## Anchors\nold stuff"),
+        render_compaction_message(CompactionState(summary="old stuff", task="Old task")),
         Message(role="user", tool_call_id="t0", content="harness9-style tool result"),
         Message(role="user", content="Rename the config loader."),
     ]

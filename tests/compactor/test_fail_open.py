@@ -17,6 +17,7 @@ from compactor import (
     Message,
     OffloadHook,
     ProgressiveCompactor,
+    parse_compaction_message,
     validate_history,
 )
 from tests.compactor.builders import ScriptedSummarizer, conversation, window_for
@@ -132,7 +133,9 @@ def test_memory_extraction_fails_open_and_active_tasks_are_injected(tmp_path: Pa
     assert record.error == ""
     content = view[1].content
     assert content.startswith("[Context Compaction]\n## Anchors")
-    assert "## Active Tasks\n[>] Set up middleware\n[ ] Add health endpoint" in content
+    state = parse_compaction_message(view[1])
+    assert state is not None
+    assert state.active_tasks == "[>] Set up middleware\n[ ] Add health endpoint"
     assert content.index("## Summary") < content.index("## Original Request")
 
 

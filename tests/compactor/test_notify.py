@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 
 from compactor import (
-    ANCHOR_ORDER,
     Anchor,
     AnchorType,
     CompactionRecord,
     CompactionTier,
     OffloadEntry,
     format_notification,
-    format_tokens,
 )
+from compactor.anchors import ANCHOR_ORDER
+from compactor.notify import format_tokens
 
 KB = 1024
 

@@ -28,7 +28,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compactor import (
-    COMPACTION_MARKER,
     AnchorType,
     CompactionOffloader,
     CompactionRecord,
@@ -42,6 +41,7 @@ from compactor import (
     estimate_tokens,
     validate_history,
 )
+from compactor.compaction_message import COMPACTION_MARKER
 
 PROPERTY_SETTINGS = settings(
     max_examples=50,

@@ -14,7 +14,6 @@ from compactor import (
     AnchorType,
     CompactionOffloader,
     CompactionRecord,
-    CompactionRecorded,
     CompactionSession,
     CompactionTier,
     CompactorConfig,
@@ -24,11 +23,12 @@ from compactor import (
     ProgressiveCompactor,
     ToolCall,
     estimate_tokens,
-    is_compaction_message,
     merge_anchors,
     parse_anchors_and_summary,
     validate_history,
 )
+from compactor.compaction_message import is_compaction_message
+from compactor.events import CompactionRecorded
 from tests.compactor.builders import (
     GOOD_SUMMARY,
     TASK,

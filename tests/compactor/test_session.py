@@ -14,29 +14,31 @@ from pathlib import Path
 import pytest
 
 from compactor import (
-    COMPACTION_MARKER,
     CalibratedEstimator,
-    Capture,
     CompactionOffloader,
-    CompactionRecorded,
     CompactionSession,
     CompactionTier,
-    Event,
     EventSink,
     ExtractiveSummarizer,
     JsonlRecordStore,
     MemorySink,
     Message,
-    MessageAppended,
     PreviousCompaction,
     ProgressiveCompactor,
     Summarizer,
     SummaryResult,
     TokenEstimator,
     ToolCall,
-    UsageReported,
     estimate_tokens,
     format_notification,
+)
+from compactor.compaction_message import COMPACTION_MARKER
+from compactor.events import (
+    Capture,
+    CompactionRecorded,
+    Event,
+    MessageAppended,
+    UsageReported,
     sha256_of,
 )
 

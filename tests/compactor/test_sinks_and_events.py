@@ -16,19 +16,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-import compactor.events
-from compactor import (
-    SCHEMA_VERSION,
+from compactor import EventSink, MemorySink, SpoolSink
+from compactor.events import (
+    SCHEMA_VERSIONS,
     UPCASTERS,
+    CompactionRecorded,
     Event,
     EventFactory,
-    EventSink,
-    MemorySink,
     MessageAppended,
     Producer,
     SessionDeleted,
     SessionStarted,
-    SpoolSink,
     UsageReported,
     parse_event,
 )
@@ -267,7 +265,7 @@ def envelope(payload: Any, *, type_: str | None = None, **fields: Any) -> dict[s
     data: dict[str, Any] = {
         "event_id": "e1",
         "type": type_ if type_ is not None else payload["type"],
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS.get(type_ or payload["type"], 1),
         "session_id": "s1",
         "seq": 0,
         "occurred_at": datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC).isoformat(),
@@ -333,9 +331,10 @@ def test_parse_event_round_trips_a_json_line() -> None:
 
 
 def test_parse_event_rejects_a_newer_schema_version_saying_to_upgrade() -> None:
-    raw = envelope({"type": "session_deleted"}, schema_version=SCHEMA_VERSION + 1)
+    newer = SCHEMA_VERSIONS["session_deleted"] + 1
+    raw = envelope({"type": "session_deleted"}, schema_version=newer)
 
-    with pytest.raises(ValueError, match=f"schema_version {SCHEMA_VERSION + 1}.*upgrade"):
+    with pytest.raises(ValueError, match=f"schema_version {newer}.*upgrade"):
         parse_event(json.dumps(raw))
 
 
@@ -344,21 +343,70 @@ def test_parse_event_rejects_json_that_is_not_an_object() -> None:
         parse_event("[1, 2]")
 
 
-def test_parse_event_applies_the_registered_upcaster(monkeypatch: pytest.MonkeyPatch) -> None:
-    def rename_why_to_reason(raw: dict[str, Any]) -> dict[str, Any]:
-        payload = dict(raw["payload"])
-        if "why" in payload:
-            payload["reason"] = payload.pop("why")
-        return {**raw, "payload": payload}
+def test_each_event_type_carries_its_own_schema_version() -> None:
+    events = sample_events(n_messages=2)
 
-    monkeypatch.setattr(compactor.events, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    monkeypatch.setitem(UPCASTERS, SCHEMA_VERSION, rename_why_to_reason)
+    assert {e.type for e in events} >= {"session_started", "message_appended"}
+    for event in events:
+        assert event.schema_version == SCHEMA_VERSIONS[event.type]
+    assert SCHEMA_VERSIONS["compaction_recorded"] != SCHEMA_VERSIONS["session_deleted"]
+
+
+def test_parse_event_applies_a_registered_upcaster_for_its_type_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def rename_why_to_reason(payload: dict[str, Any]) -> dict[str, Any]:
+        out = dict(payload)
+        out["reason"] = out.pop("why")
+        return out
+
+    old = SCHEMA_VERSIONS["session_deleted"]
+    monkeypatch.setitem(SCHEMA_VERSIONS, "session_deleted", old + 1)
+    monkeypatch.setitem(UPCASTERS, ("session_deleted", old), rename_why_to_reason)
     old_line = json.dumps(
-        envelope({"type": "session_deleted", "why": "user asked"}, schema_version=SCHEMA_VERSION)
+        envelope({"type": "session_deleted", "why": "user asked"}, schema_version=old)
     )
 
     event = parse_event(old_line)
 
     assert isinstance(event.payload, SessionDeleted)
     assert event.payload.reason == "user asked"
-    assert event.schema_version == SCHEMA_VERSION + 1
+    assert event.schema_version == old + 1
+    # Another type at the same old version needs no step and is left alone.
+    usage = json.dumps(
+        envelope({"type": "usage_reported", "estimated_input_tokens": 5, "input_tokens": 7})
+    )
+    assert parse_event(usage).schema_version == SCHEMA_VERSIONS["usage_reported"]
+
+
+def test_version_one_compaction_event_gains_anchor_items_parsed_from_its_record() -> None:
+    record = {
+        "tier": 3,
+        "anchors": [
+            {"type": "user_intent", "content": "Fix the cache"},
+            {"type": "key_decision", "content": "- use an LRU\n- N/A\n- keep the API"},
+            {"type": "next_step", "content": "none"},
+        ],
+    }
+    payload = {"type": "compaction_recorded", "record": record, "before": [], "after": []}
+
+    event = parse_event(json.dumps(envelope(payload, schema_version=1)))
+
+    assert event.schema_version == SCHEMA_VERSIONS["compaction_recorded"] == 2
+    assert isinstance(event.payload, CompactionRecorded)
+    got = [(i.anchor_type, i.position, i.item) for i in event.payload.anchor_items]
+    assert got == [
+        ("user_intent", 0, "Fix the cache"),
+        ("key_decision", 0, "use an LRU"),
+        ("key_decision", 1, "keep the API"),
+    ]
+
+
+def test_version_one_usage_event_keeps_its_estimate_as_the_raw_one() -> None:
+    payload = {"type": "usage_reported", "estimated_input_tokens": 1234, "input_tokens": 1500}
+
+    event = parse_event(json.dumps(envelope(payload, schema_version=1)))
+
+    assert isinstance(event.payload, UsageReported)
+    assert event.payload.raw_estimated_tokens == 1234
+    assert event.payload.prompt == "view"

@@ -1,0 +1,147 @@
+"""Event payloads built from compactor objects: messages, compaction outcomes, offloads.
+
+With ``capture="metadata"`` no builder here writes message content, summaries, anchor text,
+previews or error text, only sizes, hashes, roles, names and fixed error codes. The schema the
+payloads follow is ``schema``; nothing here writes anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from compactor.events.schema import (
+    REDACTED,
+    AnchorItem,
+    Capture,
+    CompactionRecorded,
+    MessageAppended,
+    SyntheticMessage,
+    ToolResultOffloaded,
+    ViewItem,
+    ViewStatus,
+)
+from compactor.messages import Message
+from compactor.outcome import CompactionOutcome
+from compactor.records import CompactionRecord
+from compactor.tokens import message_bytes
+
+
+def sha256_of(msg: Message) -> str:
+    """Content address of a message: role, content, tool calls and ids."""
+    h = hashlib.sha256()
+    h.update(msg.role.encode())
+    h.update(b"\0")
+    h.update(msg.content.encode("utf-8", "surrogatepass"))
+    for tc in msg.tool_calls:
+        h.update(f"\0{tc.id}\0{tc.name}\0".encode())
+        h.update(tc.arguments.encode("utf-8", "surrogatepass"))
+    h.update(f"\0{msg.tool_call_id or ''}\0{int(msg.is_error)}".encode())
+    return h.hexdigest()
+
+
+def message_appended(
+    index: int, msg: Message, capture: Capture, *, n_bytes: int | None = None
+) -> MessageAppended:
+    """The payload for one appended message (``n_bytes``: its size, if already counted)."""
+    full = capture == "full"
+    return MessageAppended(
+        index=index,
+        role=msg.role,
+        bytes=message_bytes(msg) if n_bytes is None else n_bytes,
+        sha256=sha256_of(msg),
+        tool_call_id=msg.tool_call_id,
+        tool_call_ids=[tc.id for tc in msg.tool_calls],
+        tool_names=[tc.name for tc in msg.tool_calls],
+        is_error=msg.is_error,
+        name=msg.name,
+        content=msg.content if full else None,
+        tool_calls=list(msg.tool_calls) if full else None,
+    )
+
+
+def redact_record(record: CompactionRecord) -> CompactionRecord:
+    """The record without summary, anchor text or error text (for ``capture="metadata"``):
+    the error becomes its fixed codes, which never quote a provider or the content."""
+    anchors = [a.model_copy(update={"content": REDACTED}) for a in record.anchors]
+    error = "; ".join(record.error_codes) if record.error else ""
+    if record.error and not record.error_codes:
+        error = "error"  # a record from elsewhere, without codes: say only that there was one
+    return record.model_copy(update={"summary_text": "", "anchors": anchors, "error": error})
+
+
+def anchor_item_rows(record: CompactionRecord) -> list[AnchorItem]:
+    """Every item of every real anchor of ``record``, in anchor order."""
+    return [
+        AnchorItem(anchor_type=a.type.value, position=i, item=item)
+        for a in record.anchors
+        for i, item in enumerate(a.items)
+    ]
+
+
+def compaction_recorded(
+    outcome: CompactionOutcome,
+    index_of: Sequence[int | None],
+    capture: Capture,
+) -> CompactionRecorded:
+    """The event payload for one compaction. ``index_of[p]`` is the history index of input p."""
+    statuses = outcome.status_of_inputs()
+    before = [
+        ViewItem(
+            index=index_of[p],
+            sha256=sha256_of(m),
+            role=m.role,
+            bytes=message_bytes(m),
+            status="system" if m.role == "system" and p == 0 else statuses[p],
+        )
+        for p, m in enumerate(outcome.inputs)
+    ]
+    after: list[ViewItem] = []
+    synthetic: list[SyntheticMessage] = []
+    for m, src in zip(outcome.view, outcome.sources, strict=True):
+        digest = sha256_of(m)
+        if src is None:
+            status: ViewStatus = "synthetic"
+        elif m.role == "system" and src == 0:
+            status = "system"
+        else:
+            status = "kept" if statuses[src] == "kept" else statuses[src]
+        index = index_of[src] if src is not None else None
+        after.append(
+            ViewItem(index=index, sha256=digest, role=m.role, bytes=message_bytes(m), status=status)
+        )
+        if status in ("synthetic", "offloaded", "changed"):
+            synthetic.append(
+                SyntheticMessage(
+                    sha256=digest,
+                    role=m.role,
+                    bytes=message_bytes(m),
+                    source_index=index,
+                    tool_call_id=m.tool_call_id,
+                    content=m.content if capture == "full" else None,
+                )
+            )
+    full = capture == "full"
+    record = outcome.record if full else redact_record(outcome.record)
+    return CompactionRecorded(
+        record=record,
+        before=before,
+        after=after,
+        synthetic=synthetic,
+        anchor_items=anchor_item_rows(record) if full else [],
+    )
+
+
+def offload_events(record: CompactionRecord) -> list[ToolResultOffloaded]:
+    return [
+        ToolResultOffloaded(
+            record_id=record.id,
+            tool_call_id=e.tool_call_id,
+            tool_name=e.tool_name,
+            file_path=e.file_path,
+            bytes=e.bytes,
+            lines=e.lines,
+            sha256=e.sha256,
+        )
+        for e in record.offloaded
+    ]

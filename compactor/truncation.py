@@ -1,0 +1,58 @@
+"""Cutting text and messages to a byte size: the middle goes, both ends stay, with a marker.
+
+Used by Emergency and the fallback to fit a message into what is left of a budget, and for the
+task carried in compaction messages. Tool-call arguments stay valid JSON objects when cut.
+Nothing here decides what to cut; the fallback does.
+"""
+
+from __future__ import annotations
+
+import json
+
+from compactor.messages import Message, ToolCall
+from compactor.tokens import message_bytes
+
+
+def truncate_middle(text: str, max_bytes: int) -> str:
+    """Cut ``text`` in the middle with a marker so that it fits ``max_bytes`` UTF-8 bytes."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= max_bytes:
+        return text
+    marker = f"\n…[{len(data) - max_bytes} bytes truncated by compactlens]…\n"
+    keep = max(0, max_bytes - len(marker.encode()))
+    head = data[: keep // 2].decode("utf-8", "ignore")
+    tail = data[len(data) - (keep - keep // 2) :].decode("utf-8", "ignore") if keep else ""
+    return f"{head}{marker}{tail}"
+
+
+def _shrink_arguments(call: ToolCall, room: int) -> ToolCall:
+    """The call with its arguments cut to ``room`` bytes, still a valid JSON object."""
+    raw = call.arguments
+    if len(raw.encode("utf-8", "surrogatepass")) <= room:
+        return call
+    keep = max(0, room - 40)
+    while True:
+        args = json.dumps({"truncated_arguments": truncate_middle(raw, keep)}, ensure_ascii=False)
+        if len(args.encode("utf-8", "surrogatepass")) <= room or keep == 0:
+            return call.model_copy(update={"arguments": args})
+        keep //= 2
+
+
+def shrink_message(msg: Message, max_bytes: int) -> Message:
+    """``msg`` cut to about ``max_bytes``: long tool-call arguments first, then the content."""
+    if message_bytes(msg) <= max_bytes:
+        return msg
+    content = len(msg.content.encode("utf-8", "surrogatepass"))
+    fixed = (
+        message_bytes(msg)
+        - content
+        - sum(len(tc.arguments.encode("utf-8", "surrogatepass")) for tc in msg.tool_calls)
+    )
+    available = max(0, max_bytes - fixed)
+    if msg.tool_calls:
+        arg_room = available - content if content <= available // 2 else available // 2
+        per_call = max(0, arg_room) // len(msg.tool_calls)
+        calls = tuple(_shrink_arguments(tc, per_call) for tc in msg.tool_calls)
+        msg = msg.model_copy(update={"tool_calls": calls})
+    room = max(0, max_bytes - (message_bytes(msg) - content))
+    return msg.model_copy(update={"content": truncate_middle(msg.content, room)})

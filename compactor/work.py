@@ -1,0 +1,152 @@
+"""One compaction call in progress (``Work``) and the record it ends in.
+
+``Work`` is the mutable state the pipeline threads through its steps: the view and where each
+message came from, what was offloaded, summarised, dropped or cut, and every problem as a fixed
+code plus its text. ``finish_outcome`` turns it into the ``CompactionRecord``; a call whose view
+came back unchanged is a no-op there, whatever path it took. Nothing here compacts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from compactor.anchors import Anchor
+from compactor.messages import Message
+from compactor.outcome import CompactionOutcome
+from compactor.records import (
+    CompactionRecord,
+    CompactionTier,
+    DroppedMessage,
+    OffloadEntry,
+    SummarizerStats,
+    compression_ratio,
+)
+
+Trigger = Literal["auto", "manual"]
+
+
+@dataclass
+class Work:
+    """Mutable state of one pipeline run."""
+
+    inputs: list[Message]
+    view: list[Message]
+    sources: list[int | None]
+    tier: CompactionTier
+    tokens_before: int
+    trigger: Trigger
+    t0: int = field(default_factory=time.perf_counter_ns)
+    offloaded: list[OffloadEntry] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    error_codes: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    fallback: list[str] = field(default_factory=list)
+    summarized: set[int] = field(default_factory=set)
+    anchors: list[Anchor] = field(default_factory=list)
+    summary: str = ""
+    n_summarized: int = 0
+    preserved: int | None = None
+    """Non-system messages kept verbatim, when a truncation counted them."""
+    stats: SummarizerStats | None = None
+    dropped: list[DroppedMessage] = field(default_factory=list)
+    cut: int = 0
+    emergency: Literal["truncation", "offload"] | None = None
+
+    @classmethod
+    def start(
+        cls, msgs: list[Message], tier: CompactionTier, tokens: int, trigger: Trigger
+    ) -> Work:
+        return cls(
+            inputs=msgs,
+            view=list(msgs),
+            sources=list(range(len(msgs))),
+            tier=tier,
+            tokens_before=tokens,
+            trigger=trigger,
+        )
+
+    def fail(self, code: str, text: str) -> None:
+        """Note a problem: ``code`` is fixed (safe to keep anywhere), ``text`` may quote."""
+        self.error_codes.append(code)
+        self.errors.append(text)
+
+    def unchanged(self) -> bool:
+        return len(self.view) == len(self.inputs) and all(
+            a is b or a == b for a, b in zip(self.view, self.inputs, strict=True)
+        )
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What the record says about the compactor that made it."""
+
+    session_id: str
+    context_window: int
+    estimator: str
+    config_hash: str
+
+
+def finish_outcome(
+    work: Work,
+    ctx: RecordContext,
+    tokens_after: int,
+    tail_len: int,
+    *,
+    effective: bool,
+) -> CompactionOutcome:
+    """The record and view of ``work``; ``effective=False`` (or an unchanged view) is a no-op
+    that returns the input untouched."""
+    effective = effective and not work.unchanged()
+    if not effective:
+        work.view, work.sources = list(work.inputs), list(range(len(work.inputs)))
+        tokens_after = work.tokens_before
+    preserved = work.preserved if work.preserved is not None else tail_len
+    record = CompactionRecord(
+        session_id=ctx.session_id,
+        tier=work.tier,
+        tokens_before=work.tokens_before,
+        tokens_after=tokens_after,
+        msgs_before=len(work.inputs),
+        msgs_after=len(work.view),
+        anchors=work.anchors,
+        offloaded=work.offloaded if effective else [],
+        summarized=work.n_summarized if effective else 0,
+        preserved_tail=preserved if effective else 0,
+        summary_text=work.summary if effective else "",
+        compression_ratio=compression_ratio(work.tokens_before, tokens_after),
+        duration=time.perf_counter_ns() - work.t0,
+        error="; ".join(work.errors),
+        error_codes=work.error_codes,
+        trigger=work.trigger,
+        effective=effective,
+        context_window=ctx.context_window,
+        fallback=" + ".join(work.fallback),
+        repairs=work.repairs,
+        dropped=work.dropped if effective else [],
+        cut=work.cut if effective else 0,
+        emergency=work.emergency if effective else None,
+        summarizer=work.stats,
+        estimator=ctx.estimator,
+        config_hash=ctx.config_hash,
+    )
+    return CompactionOutcome(
+        view=work.view,
+        record=record,
+        sources=work.sources,
+        inputs=work.inputs,
+        summarized_positions=work.summarized if effective else set(),
+    )
+
+
+def preserved_verbatim(
+    view: Sequence[Message], sources: Sequence[int | None], inputs: Sequence[Message]
+) -> int:
+    """Non-system messages of ``view`` that are their input unchanged (the task included)."""
+    return sum(
+        1
+        for m, src in zip(view, sources, strict=True)
+        if src is not None and m.role != "system" and m == inputs[src]
+    )
