@@ -32,7 +32,7 @@ from analytics.store_files import (
     unwritable,
     unwritable_reason,
 )
-from compactor.events import SCHEMA_VERSION, Event, parse_event
+from compactor.events import Event, parse_event
 
 CHUNK_BYTES = 16 * 1024 * 1024
 MAX_RAW = 64 * 1024
@@ -83,16 +83,15 @@ def _reason(exc: Exception) -> str:
 
 
 def parse_line(text: str) -> tuple[Event, str]:
-    """(event, JSON to store) for one spool line; raises ValueError/ValidationError if invalid."""
+    """(event, JSON to store) for one spool line; raises ValueError/ValidationError if invalid.
+
+    ``Event`` accepts the current schema version of each type only; anything else goes through
+    ``parse_event``, which upcasts older versions or raises a clean error."""
     try:
-        event = Event.model_validate_json(text)
+        return Event.model_validate_json(text), text
     except ValidationError:
-        event = parse_event(text)  # older schema (upcast) or a clean error
-        return event, event.model_dump_json()
-    if event.schema_version != SCHEMA_VERSION:
         event = parse_event(text)
         return event, event.model_dump_json()
-    return event, text
 
 
 _CANONICAL_START = '{"event_id":'

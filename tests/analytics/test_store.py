@@ -280,11 +280,11 @@ def test_metadata_session_is_not_joinable_to_text_another_session_stored(tmp_pat
         blobs = set(store.query("SELECT sha256 FROM message_blobs")["sha256"].to_list())
         assert {sha256_of(m) for m in shared} <= blobs  # the full session's text is stored
         hashes = store.query(
-            """SELECT sha256 FROM messages WHERE session_id = $s
-               UNION ALL SELECT sha256 FROM compaction_views WHERE session_id = $s
-               UNION ALL SELECT sha256 FROM offloads WHERE session_id = $s
-               UNION ALL SELECT system_prompt_sha256 FROM sessions WHERE session_id = $s""",
-            {"s": private.session_id},
+            """SELECT sha256 FROM messages WHERE session_id = $1
+               UNION ALL SELECT sha256 FROM compaction_views WHERE session_id = $1
+               UNION ALL SELECT sha256 FROM offloads WHERE session_id = $1
+               UNION ALL SELECT system_prompt_sha256 FROM sessions WHERE session_id = $1""",
+            [private.session_id],
         )["sha256"].to_list()
         assert len(hashes) > len(shared)
         assert set(hashes).isdisjoint(blobs | bare)
