@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -384,15 +383,18 @@ def test_summary_is_deterministic() -> None:
 def test_huge_tool_result_is_scanned_only_at_its_edges() -> None:
     huge = "x" * 3_000_000 + "\nError: hidden in the middle\n" + "y" * 3_000_000
     huge += "\nRuntimeError: at the end"
-    started = time.perf_counter()
     anchors, _ = summarise(exchange("c1", call("c1", "bash", command="gen"), huge))
-    assert time.perf_counter() - started < 0.5
+    # An error only in the middle is never seen: only the edges are scanned (speed: bench/).
+    middle_only = "x" * 3_000_000 + "\nError: hidden in the middle\n" + "y" * 3_000_000
+    quiet, _ = summarise(exchange("c2", call("c2", "bash", command="gen2"), middle_only))
+    assert quiet[AnchorType.TRIED_SOLUTION].content == NA
+    assert quiet[AnchorType.EXECUTION_PROGRESS].items == ["ran `gen2`"]
     assert anchors[AnchorType.TRIED_SOLUTION].items == [
         "ran `gen`: failed — RuntimeError: at the end"
     ]
 
 
-def test_five_thousand_messages_summarise_in_well_under_a_second() -> None:
+def test_five_thousand_messages_keep_the_newest_capped_items_and_exact_counts() -> None:
     msgs = [Message(role="user", content="Migrate every module to the new logging API.")]
     for i in range(2500):
         tc = call(f"c{i}", "bash", command=f"sed -i 's/log/logger/' src/mod{i}.py")
@@ -408,9 +410,7 @@ def test_five_thousand_messages_summarise_in_well_under_a_second() -> None:
                 content=f"<returncode>{i % 2}</returncode>\n" + "out " * 50,
             ),
         ]
-    started = time.perf_counter()
     anchors, summary = summarise(msgs)
-    assert time.perf_counter() - started < 1.0
     assert len(anchors[AnchorType.EXECUTION_PROGRESS].items) == 12
     assert "2500 tool calls, 1250 failed" in summary
 
