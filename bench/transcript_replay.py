@@ -2,8 +2,9 @@
 
 Every imported session goes through ``CompactionSession`` with the offline
 ``ExtractiveSummarizer`` at 16k and 32k-token windows. Prints, per format and window: sessions,
-turns, effective compactions per tier, tokens saved, the largest view seen, wall time and turns
-per second. Run: ``.venv/bin/python bench/transcript_replay.py``.
+turns, effective compactions per tier, tokens saved, tokens billed (the view sent, summed over
+turns, bytes/4) against the baseline of no compaction (the whole history each turn), the largest
+view seen, wall time and turns per second. Run: ``.venv/bin/python bench/transcript_replay.py``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from analytics.importers import import_path
 from analytics.replay import replay_session
 from compactor import (
     CompactionOffloader,
+    CompactionRecord,
     CompactionTier,
     ExtractiveSummarizer,
+    Message,
     ProgressiveCompactor,
+    estimate_tokens,
 )
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "transcripts"
@@ -38,19 +42,32 @@ def main() -> int:
     header = (
         f"{'format':<16}{'window':>7}{'sess':>6}{'turns':>7}"
         + "".join(f"{t.label:>10}" for t in TIERS)
-        + f"{'saved tok':>12}{'max view':>10}{'turns/s':>9}"
+        + f"{'saved tok':>12}{'billed':>12}{'no compact':>12}{'share':>7}"
+        + f"{'max view':>10}{'turns/s':>9}"
     )
     for window in (16_000, 32_000):
         print("\n" + header)
         by_format: dict[str, Counter[str]] = defaultdict(Counter)
+        total: Counter[str] = Counter()
         with tempfile.TemporaryDirectory() as tmp:
             base = ProgressiveCompactor(
                 ExtractiveSummarizer(), window, offloader=CompactionOffloader(tmp, "bench")
             )
             for s in sessions:
                 started = time.perf_counter()
-                result = replay_session(s, base)
                 row = by_format[s.format]
+
+                def billed(
+                    i: int,
+                    view: list[Message],
+                    _record: CompactionRecord,
+                    row: Counter[str] = row,
+                    history: list[Message] = s.messages,
+                ) -> None:
+                    row["billed"] += estimate_tokens(view)
+                    row["uncompacted"] += estimate_tokens(history[:i])
+
+                result = replay_session(s, base, on_view=billed)
                 row["seconds_us"] += int((time.perf_counter() - started) * 1e6)
                 row["sessions"] += 1
                 row["turns"] += result.turns
@@ -60,11 +77,20 @@ def main() -> int:
                     row[r.tier.label] += 1
         for fmt, row in sorted(by_format.items()):
             rate = row["turns"] / max(row["seconds_us"] / 1e6, 1e-9)
+            share = row["billed"] / max(row["uncompacted"], 1)
             print(
                 f"{fmt:<16}{window:>7}{row['sessions']:>6}{row['turns']:>7}"
                 + "".join(f"{row[t.label]:>10}" for t in TIERS)
-                + f"{row['saved']:>12,}{row['max_view']:>10,}{rate:>9,.0f}"
+                + f"{row['saved']:>12,}{row['billed']:>12,}{row['uncompacted']:>12,}"
+                + f"{share:>7.1%}{row['max_view']:>10,}{rate:>9,.0f}"
             )
+            total["billed"] += row["billed"]
+            total["uncompacted"] += row["uncompacted"]
+        print(
+            f"all formats at {window}: billed {total['billed']:,} tokens vs "
+            f"{total['uncompacted']:,} without compaction "
+            f"({total['billed'] / max(total['uncompacted'], 1):.1%})"
+        )
     print(f"\ntotal wall time {time.perf_counter() - t0:.2f}s")
     return 0
 

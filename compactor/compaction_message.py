@@ -22,6 +22,8 @@ from compactor.anchors import ANCHOR_ORDER, ANCHOR_TITLES, NA, Anchor, normalise
 from compactor.messages import Message
 from compactor.records import OffloadEntry
 from compactor.summarize import PreviousCompaction
+from compactor.tokens import message_bytes
+from compactor.truncation import truncate_middle
 
 COMPACTION_MARKER = "[Context Compaction]"
 MAX_REFERENCES = 100
@@ -185,3 +187,33 @@ def task_carrier_index(msgs: Sequence[Message]) -> int | None:
         if is_compaction_message(msgs[i]):
             return i
     return find_task_index(msgs)
+
+
+def fit_compaction_message(state: CompactionState, max_bytes: int) -> Message:
+    """The message for ``state`` in at most about ``max_bytes``: the task stays whole (it is
+    capped already), the anchors, summary, references and tasks are cut in the middle, each in
+    proportion to its size. Used when Emergency must keep a compaction message that is too big."""
+    message = render_compaction_message(state)
+    if message_bytes(message) <= max_bytes:
+        return message
+    bare = state.model_copy(update={"anchors": [], "summary": "", "references": []})
+    bare = bare.model_copy(update={"active_tasks": ""})
+    fixed = message_bytes(render_compaction_message(bare)) + 16 * len(ANCHOR_ORDER)
+    room = max(0, max_bytes - fixed)
+    refs = "\n".join(state.references)
+    bodies = [a.content for a in state.anchors] + [state.summary, refs, state.active_tasks]
+    total = sum(len(b.encode("utf-8", "surrogatepass")) for b in bodies) or 1
+
+    def cut(text: str) -> str:
+        share = len(text.encode("utf-8", "surrogatepass")) * room // total
+        return truncate_middle(text, share) if text else text
+
+    anchors = [a.model_copy(update={"content": normalise(cut(a.content))}) for a in state.anchors]
+    fitted = CompactionState(
+        anchors=anchors,
+        summary=cut(state.summary),
+        task=state.task,
+        references=[r for r in cut(refs).split("\n") if r] if refs else [],
+        active_tasks=cut(state.active_tasks).strip(),
+    )
+    return render_compaction_message(fitted)

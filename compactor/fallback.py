@@ -13,7 +13,12 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compactor.compaction_message import task_carrier_index
+from compactor.compaction_message import (
+    CompactionState,
+    fit_compaction_message,
+    parse_compaction_message,
+    task_carrier_index,
+)
 from compactor.config import CompactorConfig
 from compactor.errors import OffloadError
 from compactor.messages import Message
@@ -99,7 +104,11 @@ class TokenBudgetCompactor:
         task = task_carrier_index(work)
         if task is not None:
             pinned.append(task)
-            self._cap_task(work, task, result)
+            state = parse_compaction_message(work[task])
+            if state is not None:
+                self._fit_carrier(work, task, state, result)
+            else:
+                self._cap_task(work, task, result)
         used = sum(message_bytes(work[i]) for i in pinned)
         kept = set(pinned)
         for unit in reversed(_units(work, first)):
@@ -130,6 +139,18 @@ class TokenBudgetCompactor:
                 update={"content": truncate_middle(work[task].content, cap)}
             )
             result.truncated.add(task)
+
+    def _fit_carrier(
+        self, work: list[Message], at: int, state: CompactionState, result: Truncation
+    ) -> None:
+        """A compaction message larger than its task plus ``task_max_fraction`` of the window is
+        re-rendered smaller; the task it carries is never cut further."""
+        cap_tokens = int(self.context_window * self.config.task_max_fraction)
+        task_bytes = len(state.task.encode("utf-8", "surrogatepass"))
+        cap = message_budget_bytes(self.estimator, cap_tokens) + task_bytes
+        if message_bytes(work[at]) > cap:
+            work[at] = fit_compaction_message(state, cap)
+            result.truncated.add(at)
 
     def _dropped(self, index: int, msg: Message) -> DroppedMessage:
         n_bytes = message_bytes(msg)

@@ -1,7 +1,8 @@
-"""Every session in ../shared/data/transcripts replayed at 16k and 32k-token windows.
+"""Every session in ../shared/data/transcripts replayed at 8k, 16k and 32k-token windows.
 
 Through ``CompactionSession`` with the offline ``ExtractiveSummarizer``: no exception, no invalid
-view, no view over the window, and the task message in every view.
+view, no view over the window, and the whole task text in every view: verbatim, or, for a task
+too large for its share of the window, cut in the middle with both ends kept.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from compactor import (
     ExtractiveSummarizer,
     Message,
     ProgressiveCompactor,
+    estimate_tokens,
     find_task_index,
     validate_history,
 )
@@ -34,45 +36,61 @@ def sessions() -> list[ImportedSession]:
     return found
 
 
-def _task_probe(msgs: list[Message]) -> tuple[int, str | None]:
-    """(index of the task message, the start of its text)."""
-    idx = find_task_index(msgs)
-    if idx is None:
-        return len(msgs), None
-    text = msgs[idx].content.strip()
-    return idx, text[:100] if text else None
+TRUNCATION_MARK = "bytes truncated by compactlens]"
+EDGE = 80
 
 
-@pytest.mark.parametrize("window", [16_000, 32_000])
-def test_every_transcript_replays_with_valid_views_under_the_window(
+def _task_in_view(task: str, view: list[Message], window: int) -> str | None:
+    """None when the task is in ``view`` as required, else what is wrong."""
+    if any(task in m.content for m in view):
+        return None
+    head, tail = task[:EDGE], task[-EDGE:]
+    cut = [m for m in view if TRUNCATION_MARK in m.content and head in m.content]
+    if not cut:
+        return "the task is missing from the view"
+    if tail not in cut[0].content:
+        return "the task lost its end"
+    if estimate_tokens([Message(role="user", content=task)]) <= window // 8:
+        return "a task well within a quarter of the window was cut"
+    return None
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000, 32_000])
+def test_every_transcript_replays_with_valid_views_and_the_whole_task(
     sessions: list[ImportedSession], window: int, tmp_path: Path
 ) -> None:
     base = ProgressiveCompactor(
         ExtractiveSummarizer(), window, offloader=CompactionOffloader(tmp_path, "replay")
     )
     problems: list[str] = []
+    views = 0
     tiers: set[CompactionTier] = set()
     for imported in sessions:
-        task_at, probe = _task_probe(imported.messages)
+        task_at = find_task_index(imported.messages)
+        task = imported.messages[task_at].content if task_at is not None else ""
 
         def check(
             turn: int,
             view: list[Message],
             record: CompactionRecord,
             s: ImportedSession = imported,
-            probe: str | None = probe,
-            task_at: int = task_at,
+            task: str = task,
+            task_at: int | None = task_at,
         ) -> None:
-            where = f"{s.source_path} [{s.session_id}] tier {record.tier.name}"
+            nonlocal views
+            views += 1
+            where = f"{s.source_path} [{s.session_id}] turn {turn} tier {record.tier.name}"
             if bad := validate_history(view):
                 problems.append(f"{where}: invalid view: {bad[:2]}")
             if base.tokens(view) > window:
                 problems.append(f"{where}: view {base.tokens(view)} tokens > window {window}")
-            if turn > task_at and probe and not any(probe in m.content for m in view):
-                problems.append(f"{where}: the task is missing from the view")
+            late = task_at is not None and turn > task_at and task.strip()
+            if late and (wrong := _task_in_view(task, view, window)):
+                problems.append(f"{where}: {wrong}")
 
         result = replay_session(imported, base, on_view=check)
         tiers.update(r.tier for r in result.effective)
+    assert views > 1000, "every transcript must really be replayed"
     assert problems == [], "\n".join(problems[:20])
     assert {CompactionTier.WARN, CompactionTier.SOFT} <= tiers, "replays must really compact"
 
