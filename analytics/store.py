@@ -21,6 +21,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from analytics.errors import (
     StoreCorruptError,
@@ -257,10 +258,37 @@ class EventStore:
         offsets and project, all in one transaction. Returns how many events were new."""
         incoming = events.to_arrow()
         now = dt.datetime.now(dt.UTC)
+        # Optimistic first: a batch of distinct ids usually has none stored yet, so a plain
+        # INSERT (the primary key still guards) suffices and the projections read the Arrow
+        # batch itself. A duplicate key aborts that try; the careful path then runs instead.
+        fresh = len(set(events.event_id)) == len(events)
+        try:
+            try:
+                return self._commit(incoming, quarantined, offsets, now, fresh=fresh)
+            except duckdb.ConstraintException:
+                if not fresh:
+                    raise
+            return self._commit(incoming, quarantined, offsets, now, fresh=False)
+        except duckdb.Error as exc:
+            raise self._failure(exc, "writing a batch") from exc
+
+    def _commit(
+        self,
+        incoming: pa.Table,
+        quarantined: Sequence[QuarantinedLine],
+        offsets: dict[str, tuple[int, int]],
+        now: dt.datetime,
+        *,
+        fresh: bool,
+    ) -> int:
         self.con.execute("BEGIN TRANSACTION")
         try:
-            self.con.register("incoming", incoming)
-            new = self._insert_events(incoming.num_rows)
+            if fresh:
+                self.con.register("batch", incoming)
+                self.con.execute("INSERT INTO events SELECT * FROM batch")
+                new = int(incoming.num_rows)
+            else:
+                new = self._insert_events(incoming)
             if quarantined:
                 self.con.executemany(
                     "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?)",
@@ -271,34 +299,36 @@ class EventStore:
                 [(src, off, lines, now) for src, (off, lines) in offsets.items()],
             )
             self._project()
-            self.con.execute("DROP TABLE batch")
             self.con.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
-            if isinstance(exc, duckdb.Error):
-                raise self._failure(exc, "writing a batch") from exc
             raise
         finally:
-            for name in ("incoming", "inserted"):
+            for name in ("batch", "incoming", "inserted"):
                 with contextlib.suppress(duckdb.Error):
                     self.con.unregister(name)
         return new
 
-    def _insert_events(self, n_incoming: int) -> int:
-        """Insert ``incoming`` into events (duplicates skipped by the primary key) and leave
-        exactly the new ones in the temp table ``batch`` for the projections."""
-        self.con.execute("CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM incoming")
+    def _insert_events(self, incoming: pa.Table) -> int:
+        """Insert ``incoming`` into events (duplicates skipped by the primary key) and register
+        exactly the new ones as ``batch`` for the projections."""
+        self.con.register("incoming", incoming)
         inserted = (
-            self.con.execute("INSERT OR IGNORE INTO events SELECT * FROM batch RETURNING event_id")
+            self.con.execute(
+                "INSERT OR IGNORE INTO events SELECT * FROM incoming RETURNING event_id"
+            )
             .arrow()
             .read_all()
         )
-        if inserted.num_rows < n_incoming:  # replayed or repeated lines: keep only the new
-            self.con.register("inserted", inserted)
-            self.con.execute("""CREATE OR REPLACE TEMP TABLE batch AS
-                SELECT * FROM batch SEMI JOIN inserted USING (event_id)
+        self.con.register("inserted", inserted)
+        batch = (
+            self.con.execute("""SELECT * FROM incoming SEMI JOIN inserted USING (event_id)
                 QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1""")
+            .arrow()
+            .read_all()
+        )
+        self.con.register("batch", batch)
         return int(inserted.num_rows)
 
     def _project(self) -> None:
