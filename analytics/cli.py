@@ -45,6 +45,7 @@ from analytics.terminal import (
     ingest_summary,
     print_error,
     print_issues,
+    print_note,
     print_quarantined,
     print_skipped,
     replay_summary,
@@ -266,6 +267,8 @@ def _finish(report: RunReport, paths: Sequence[Path]) -> None:
     rejected = [i for i in report.issues if i not in skipped]
     print_skipped(skipped)
     print_issues(rejected)
+    for note in report.notes():
+        print_note(note)
     if report.spool_error:
         print_error(f"{report.spool_error}; these events were not recorded, run the command again")
     if rejected:
@@ -434,7 +437,11 @@ def rebuild(home: HomeOption = None) -> None:
     with _handled(), RunProgress() as bars:
         report = run_rebuild(root, on_ingest=bars.spool("rebuilding"))
     if report.backup is not None:
-        console.print(f"old database kept as {report.backup}", soft_wrap=True, highlight=False)
+        console.print(
+            f"old database kept as {report.backup} ({report.backup_bytes:,} bytes)",
+            soft_wrap=True,
+            highlight=False,
+        )
     ingest_summary(report, "rebuild")
 
 

@@ -377,6 +377,10 @@ def _replay_one(
         metadata=_version_metadata(identity, print_, family, file),
     )
     run.report.replays.append(result)
+    if result.events_lost and not run.report.spool_error:
+        run.report.spool_error = (
+            f"{result.events_lost} events of replay {result.session_id} could not be recorded"
+        )
 
 
 def _not_replayable(file: Path) -> ImportIssue:

@@ -32,6 +32,8 @@ class IngestReport:
     quarantined: list[QuarantinedLine]
     backup: Path | None = None
     """For a rebuild, where the old database file was moved."""
+    backup_bytes: int = 0
+    """Its size on disk, the write-ahead log included."""
 
 
 def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
@@ -117,4 +119,4 @@ def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestRe
     result = rebuild(root, on_ingest)
     with EventStore(root / DB_NAME, read_only=True) as store:
         quarantined = quarantined_since(store, started)
-    return IngestReport(result.ingest, quarantined, result.backup)
+    return IngestReport(result.ingest, quarantined, result.backup, result.backup_bytes)

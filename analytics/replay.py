@@ -39,6 +39,8 @@ class ReplayResult:
     session_id: str
     format: str
     turns: int = 0
+    events_lost: int = 0
+    """Events the session could not hand to its sink (each one makes the command fail)."""
     records: list[CompactionRecord] = field(default_factory=list)
     max_view_tokens: int = 0
 
@@ -135,4 +137,5 @@ def replay_session(
                 )
         session.append(msg)
     session.close()
+    result.events_lost = session.sink_errors
     return result

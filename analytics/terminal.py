@@ -116,6 +116,11 @@ def print_error(message: str) -> None:
     err_console.print(f"error: {message}", soft_wrap=True, markup=False, highlight=False)
 
 
+def print_note(message: str) -> None:
+    """One informational line on stderr (what happened beyond the counts), never wrapped."""
+    err_console.print(message, soft_wrap=True, markup=False, highlight=False)
+
+
 def print_issues(issues: Sequence[ImportIssue]) -> None:
     """One line per rejected file: its first problem, and how many more it had."""
     by_file: dict[str, list[ImportIssue]] = {}
