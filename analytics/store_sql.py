@@ -1,9 +1,12 @@
 """The store's SQL: table definitions and the projections, as text (no database access here).
 
-Every projection statement reads the events of one commit from the temp table ``batch`` and is
-a pure function of them, so projecting batch by batch and projecting all events at once (a
-rebuild) give the same tables. ``batch`` only ever holds events new to the store (the events
-table's primary key decides), so projections keyed by event need no constraints of their own.
+Every projection statement reads the events of one commit from ``batch`` (the commit's Arrow
+table, registered) and is a pure function of them, so projecting batch by batch and projecting
+all events at once (a rebuild) give the same tables. ``batch`` only ever holds events new to the
+store (the events table's primary key decides), so projections keyed by event need no
+constraints of their own; ``message_blobs`` (by hash) and ``messages`` (by session and index)
+skip rows already stored with an anti-join and take one row per key within the batch, with no
+primary key to maintain (stores created with those keys keep them; nothing conflicts).
 """
 
 from __future__ import annotations
@@ -29,12 +32,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     model VARCHAR, agent VARCHAR, parent_session_id VARCHAR, capture VARCHAR, source VARCHAR,
     config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS message_blobs (
-    sha256 VARCHAR PRIMARY KEY, role VARCHAR, bytes BIGINT, content VARCHAR);
+    sha256 VARCHAR NOT NULL, role VARCHAR, bytes BIGINT, content VARCHAR);
 CREATE TABLE IF NOT EXISTS messages (
     session_id VARCHAR, idx BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT,
     tool_call_id VARCHAR, tool_call_ids JSON, tool_names JSON, tool_calls JSON,
-    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR,
-    PRIMARY KEY (session_id, idx));
+    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR);
 CREATE TABLE IF NOT EXISTS compactions (
     id VARCHAR PRIMARY KEY, session_id VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ,
     tier INTEGER, tier_name VARCHAR, tokens_before BIGINT, tokens_after BIGINT,
@@ -80,7 +82,7 @@ _SYNTHETIC = '[{"sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","content":"
 _ANCHORS = '[{"type":"VARCHAR","content":"VARCHAR"}]'
 _NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable', '[redacted]')"
 
-# Each statement reads the new events of this commit from the temp table ``batch``.
+# Each statement reads the new events of this commit from ``batch``.
 _MESSAGE = json.dumps(
     {
         "index": "BIGINT",
@@ -143,7 +145,7 @@ PROJECT_SQL: tuple[str, ...] = (
         WHERE type = 'session_deleted' GROUP BY session_id) d
       WHERE sessions.session_id = d.session_id""",
     # metadata sessions never add text (none is sent; a producer bug must not leak it either)
-    """INSERT OR IGNORE INTO message_blobs SELECT sha, role, bytes, content FROM (
+    """INSERT INTO message_blobs SELECT DISTINCT ON (sha) sha, role, bytes, content FROM (
         SELECT (p).sha256 AS sha, (p).role AS role, (p).bytes AS bytes, (p).content AS content
         FROM batch_messages WHERE NOT private
         UNION ALL
@@ -154,13 +156,18 @@ PROJECT_SQL: tuple[str, ...] = (
         SELECT payload->>'system_prompt_sha256', 'system',
                strlen(payload->>'system_prompt'), payload->>'system_prompt'
         FROM batch
-        WHERE type = 'session_started' AND (payload->>'capture') IS DISTINCT FROM 'metadata')
-      WHERE content IS NOT NULL""".replace("{syn}", _SYNTHETIC).replace("{private}", PRIVATE),
-    """INSERT OR IGNORE INTO messages SELECT session_id, (p).index,
-        CASE WHEN private THEN sha256(session_id || ':' || (p).sha256) ELSE (p).sha256 END,
+        WHERE type = 'session_started' AND (payload->>'capture') IS DISTINCT FROM 'metadata') x
+      ANTI JOIN message_blobs m ON m.sha256 = x.sha
+      WHERE content IS NOT NULL AND sha IS NOT NULL""".replace("{syn}", _SYNTHETIC).replace(
+        "{private}", PRIVATE
+    ),
+    """INSERT INTO messages SELECT DISTINCT ON (b.session_id, (p).index) b.session_id,
+        (p).index,
+        CASE WHEN private THEN sha256(b.session_id || ':' || (p).sha256) ELSE (p).sha256 END,
         (p).role, (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names,
-        (p).tool_calls, (p).is_error, (p).name, seq, occurred_at, event_id
-      FROM batch_messages""",
+        (p).tool_calls, (p).is_error, (p).name, b.seq, b.occurred_at, b.event_id
+      FROM batch_messages b
+      ANTI JOIN messages m ON m.session_id = b.session_id AND m.idx = (p).index""",
     "DROP TABLE batch_messages",
     """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
         TRY_CAST(r->>'tier' AS INTEGER),
