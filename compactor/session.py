@@ -214,6 +214,9 @@ class CompactionSession:
                 tier=int(record.tier),
                 messages=len(view),
                 history_messages=len(self.history),
+                history_tokens=self.compactor.estimator.tokens_for_bytes(
+                    self._system_bytes + self.history_bytes
+                ),
                 context_window=self.compactor.context_window,
                 reserve_tokens=self.compactor.config.reserve_tokens,
             )

@@ -168,6 +168,8 @@ class ViewPrepared(BaseModel):
     tier: Int64
     messages: Int64
     history_messages: Int64
+    history_tokens: Int64
+    """Estimated tokens of the uncompacted prompt (system and the whole history) this turn."""
     context_window: Int64
     reserve_tokens: Int64 = 0
 
