@@ -65,7 +65,7 @@ __all__ = [
     "storage_version",
 ]
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 DB_NAME = "compactlens.duckdb"
 CHECKPOINT_THRESHOLD = "1GB"
 """How large the write-ahead log may grow before DuckDB checkpoints on its own; the projector

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS compactions (
     effective BOOLEAN, context_window BIGINT, fallback VARCHAR, summary_text VARCHAR,
     n_offloaded BIGINT, n_dropped BIGINT, dropped_bytes BIGINT, repairs JSON,
     summarizer_model VARCHAR, summarizer_input_tokens BIGINT, summarizer_output_tokens BIGINT,
-    summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR);
+    summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR,
+    cut BIGINT, emergency VARCHAR, error_codes JSON);
 CREATE TABLE IF NOT EXISTS compaction_views (
     compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
     history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
@@ -60,7 +61,14 @@ CREATE TABLE IF NOT EXISTS usage (
     session_id VARCHAR, seq BIGINT, turn BIGINT, estimated_input_tokens BIGINT,
     input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT,
     cache_creation_tokens BIGINT, model VARCHAR, occurred_at TIMESTAMPTZ,
-    event_id VARCHAR);
+    event_id VARCHAR, raw_estimated_tokens BIGINT, prompt VARCHAR);
+CREATE TABLE IF NOT EXISTS turns (
+    session_id VARCHAR, seq BIGINT, turn BIGINT, tokens BIGINT, tokens_before BIGINT,
+    tier INTEGER, messages BIGINT, history_messages BIGINT, history_tokens BIGINT,
+    context_window BIGINT, reserve_tokens BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR);
+CREATE TABLE IF NOT EXISTS synthetic (
+    compaction_id VARCHAR, session_id VARCHAR, sha256 VARCHAR, role VARCHAR, bytes BIGINT,
+    source_index BIGINT, tool_call_id VARCHAR);
 """
 
 PROJECTIONS = (
@@ -72,6 +80,8 @@ PROJECTIONS = (
     "anchor_items",
     "offloads",
     "usage",
+    "turns",
+    "synthetic",
 )
 TABLES = ("events", "quarantine", "meta", "spool_offsets", *PROJECTIONS)
 
@@ -79,8 +89,29 @@ _VIEW_ITEM = (
     '[{"index":"BIGINT","sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","status":"VARCHAR"}]'
 )
 _SYNTHETIC = '[{"sha256":"VARCHAR","role":"VARCHAR","bytes":"BIGINT","content":"VARCHAR"}]'
-_ANCHORS = '[{"type":"VARCHAR","content":"VARCHAR"}]'
-_NA = "('', 'n/a', 'na', 'none', 'nothing', 'null', '-', 'n.a.', 'not applicable', '[redacted]')"
+_SYNTHETIC_REF = json.dumps(
+    {
+        "sha256": "VARCHAR",
+        "role": "VARCHAR",
+        "bytes": "BIGINT",
+        "source_index": "BIGINT",
+        "tool_call_id": "VARCHAR",
+    }
+)
+_ANCHOR_ITEMS = '[{"anchor_type":"VARCHAR","position":"BIGINT","item":"VARCHAR"}]'
+_TURN = json.dumps(
+    {
+        "turn": "BIGINT",
+        "tokens": "BIGINT",
+        "tokens_before": "BIGINT",
+        "tier": "INTEGER",
+        "messages": "BIGINT",
+        "history_messages": "BIGINT",
+        "history_tokens": "BIGINT",
+        "context_window": "BIGINT",
+        "reserve_tokens": "BIGINT",
+    }
+)
 
 # Each statement reads the new events of this commit from ``batch``.
 _MESSAGE = json.dumps(
@@ -108,6 +139,8 @@ _USAGE = json.dumps(
         "cache_read_tokens": "BIGINT",
         "cache_creation_tokens": "BIGINT",
         "model": "VARCHAR",
+        "raw_estimated_tokens": "BIGINT",
+        "prompt": "VARCHAR",
     }
 )
 
@@ -184,7 +217,7 @@ PROJECT_SQL: tuple[str, ...] = (
         TRY_CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
         TRY_CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
         TRY_CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
-        event_id
+        event_id, TRY_CAST(r->>'cut' AS BIGINT), r->>'emergency', r->'error_codes'
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
     """INSERT INTO compaction_views
       SELECT cid, session_id, side, pos, (v).index, {key}, (v).role, (v).bytes, (v).status
@@ -201,19 +234,19 @@ PROJECT_SQL: tuple[str, ...] = (
               FROM batch WHERE type = 'compaction_recorded'))""".replace(
         "{vi}", _VIEW_ITEM
     ).replace("{key}", private_sha("(v).sha256")),
+    # anchor items are parsed once, by the compactor, and carried in the event
     """INSERT INTO anchor_items
-      SELECT cid, session_id, seq, atype, pos, item FROM (
-        SELECT cid, session_id, seq, atype, pos,
-               trim(regexp_replace(raw_item, '^\\s*(?:[-*•]|\\d+[.)])\\s*', '')) AS item
-        FROM (
-          SELECT cid, session_id, seq, atype,
-                 generate_subscripts(lines, 1) - 1 AS pos, unnest(lines) AS raw_item
-          FROM (
-            SELECT payload->'record'->>'id' AS cid, session_id, seq, (a).type AS atype,
-                   string_split((a).content, chr(10)) AS lines
-            FROM (SELECT *, unnest(json_transform(payload->'record'->'anchors', '{an}')) AS a
-                  FROM batch WHERE type = 'compaction_recorded'))))
-      WHERE lower(trim(item, ' .')) NOT IN {na}""".replace("{an}", _ANCHORS).replace("{na}", _NA),
+      SELECT cid, session_id, seq, (a).anchor_type, (a).position, (a).item FROM (
+        SELECT payload->'record'->>'id' AS cid, session_id, seq,
+               unnest(json_transform(payload->'anchor_items', '{ai}')) AS a
+        FROM batch WHERE type = 'compaction_recorded')""".replace("{ai}", _ANCHOR_ITEMS),
+    """INSERT INTO synthetic
+      SELECT cid, session_id, {key}, (s).role, (s).bytes, (s).source_index, (s).tool_call_id
+      FROM (SELECT payload->'record'->>'id' AS cid, session_id,
+                   unnest(json_transform(payload->'synthetic', '[{syn}]')) AS s
+            FROM batch WHERE type = 'compaction_recorded')""".replace(
+        "{syn}", _SYNTHETIC_REF
+    ).replace("{key}", private_sha("(s).sha256")),
     """INSERT INTO offloads SELECT payload->>'record_id', session_id,
         payload->>'tool_call_id', payload->>'tool_name', payload->>'file_path',
         TRY_CAST(payload->>'bytes' AS BIGINT), TRY_CAST(payload->>'lines' AS BIGINT),
@@ -224,9 +257,15 @@ PROJECT_SQL: tuple[str, ...] = (
     "DROP TABLE batch_private",
     f"""INSERT INTO usage SELECT session_id, seq, (u).turn,
         (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
-        (u).cache_creation_tokens, (u).model, occurred_at, event_id
+        (u).cache_creation_tokens, (u).model, occurred_at, event_id,
+        (u).raw_estimated_tokens, (u).prompt
       FROM (SELECT *, json_transform(payload, '{_USAGE}') AS u
             FROM batch WHERE type = 'usage_reported')""",
+    f"""INSERT INTO turns SELECT session_id, seq, (v).turn, (v).tokens, (v).tokens_before,
+        (v).tier, (v).messages, (v).history_messages, (v).history_tokens, (v).context_window,
+        (v).reserve_tokens, occurred_at, event_id
+      FROM (SELECT *, json_transform(payload, '{_TURN}') AS v
+            FROM batch WHERE type = 'view_prepared')""",
 )
 
 __all__ = [

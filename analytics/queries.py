@@ -1,0 +1,141 @@
+"""Named reads of the event store, returning Polars frames shaped for the analytics jobs.
+
+Each function returns one frame with the columns the jobs expect (see ``analytics.jobs``):
+the store's projection tables, with superseded or deleted sessions left out, thresholds taken
+out of each session's config, and message text joined from the content-addressed blobs. All go
+through ``EventStore.query``; nothing here writes, and nothing here computes a figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from analytics.store import EventStore
+
+
+def _live(column: str = "session_id") -> str:
+    return f"{column} IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
+
+
+def _scope(sessions: Sequence[str] | None, column: str = "session_id") -> tuple[str, list[str]]:
+    """A WHERE clause limiting rows to live sessions, and to ``sessions`` when given."""
+    if sessions is None:
+        return f"WHERE {_live(column)}", []
+    marks = ", ".join("?" for _ in sessions) or "NULL"
+    return f"WHERE {column} IN ({marks}) AND {_live(column)}", list(sessions)
+
+
+def sessions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT session_id, started_at, context_window, model, agent, parent_session_id,
+              capture, source,
+              coalesce(TRY_CAST(config->>'warn' AS DOUBLE), 0.6) AS warn,
+              coalesce(TRY_CAST(config->>'soft' AS DOUBLE), 0.7) AS soft,
+              coalesce(TRY_CAST(config->>'full' AS DOUBLE), 0.8) AS full,
+              coalesce(TRY_CAST(config->>'emergency' AS DOUBLE), 0.95) AS emergency,
+              coalesce(TRY_CAST(config->>'emergency_target' AS DOUBLE), 0.5)
+                AS emergency_target,
+              coalesce(TRY_CAST(config->>'reserve_tokens' AS BIGINT), 0) AS reserve_tokens,
+              deleted_at
+            FROM sessions {where} ORDER BY session_id""",
+        params,
+    )
+
+
+def turns_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT session_id, seq, turn, tokens, tokens_before, tier, messages,
+              history_messages, history_tokens, context_window, reserve_tokens, occurred_at
+            FROM turns {where} ORDER BY session_id, seq""",
+        params,
+    )
+
+
+def compactions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT id, session_id, seq, occurred_at, tier, tier_name, tokens_before,
+              tokens_after, msgs_before, msgs_after, summarized, preserved_tail,
+              compression_ratio, duration_ms, error,
+              CAST(coalesce(error_codes, '[]') AS VARCHAR[]) AS error_codes, trigger,
+              effective, context_window, fallback, summary_text, n_offloaded, n_dropped,
+              dropped_bytes, cut, emergency, summarizer_model, summarizer_input_tokens,
+              summarizer_output_tokens, summarizer_latency_ms, estimator, config_hash
+            FROM compactions {where} ORDER BY session_id, seq""",
+        params,
+    )
+
+
+def anchor_items_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT compaction_id, session_id, seq, anchor_type, position, item
+            FROM anchor_items {where} ORDER BY session_id, seq, anchor_type, position""",
+        params,
+    )
+
+
+def views_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT compaction_id, session_id, side, position, history_index, sha256, role,
+              bytes, status
+            FROM compaction_views {where} ORDER BY session_id, compaction_id, side, position""",
+        params,
+    )
+
+
+def messages_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions, "m.session_id")
+    return store.query(
+        f"""SELECT m.session_id, m.idx, m.sha256, m.role, m.bytes, m.tool_call_id,
+              CAST(coalesce(m.tool_names, '[]') AS VARCHAR[]) AS tool_names,
+              CAST(m.tool_calls AS VARCHAR) AS tool_calls, m.is_error, m.name,
+              b.content, m.occurred_at
+            FROM messages m LEFT JOIN message_blobs b ON b.sha256 = m.sha256
+            {where} ORDER BY m.session_id, m.idx""",
+        params,
+    )
+
+
+def synthetic_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions, "s.session_id")
+    return store.query(
+        f"""SELECT s.compaction_id, s.session_id, s.sha256, s.role, s.bytes, s.source_index,
+              s.tool_call_id, b.content
+            FROM synthetic s LEFT JOIN message_blobs b ON b.sha256 = s.sha256
+            {where} ORDER BY s.session_id, s.compaction_id""",
+        params,
+    )
+
+
+def offloads_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT record_id, session_id, tool_call_id, tool_name, file_path, bytes, lines,
+              sha256, occurred_at
+            FROM offloads {where} ORDER BY session_id, occurred_at""",
+        params,
+    )
+
+
+def usage_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT session_id, seq, turn, estimated_input_tokens, raw_estimated_tokens, prompt,
+              input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model
+            FROM usage {where} ORDER BY session_id, seq""",
+        params,
+    )
+
+
+def session_watermarks(store: EventStore) -> pl.DataFrame:
+    """The newest event seq of every live session: what a job's results must cover."""
+    return store.query(
+        f"""SELECT session_id, max(seq) AS watermark FROM events
+            WHERE {_live()} GROUP BY session_id ORDER BY session_id"""
+    )
