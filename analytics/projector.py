@@ -34,7 +34,7 @@ from analytics.store_files import (
 )
 from compactor.events import Event, parse_event
 
-CHUNK_BYTES = 16 * 1024 * 1024
+CHUNK_BYTES = 32 * 1024 * 1024
 MAX_RAW = 64 * 1024
 
 
@@ -144,24 +144,43 @@ class Projector:
         todo = self.pending_bytes() if progress else 0
         # Parsing the next chunk (Python) overlaps committing this one (DuckDB, which releases
         # the GIL while it works): on two cores that hides most of the parsing time.
+        jobs: list[tuple[Path, int, int]] = []
+        for path in self._files():
+            offset, lines = offsets.get(path.name, (0, 0))
+            if path.stat().st_size < offset:
+                offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
+            if path.stat().st_size != offset:
+                jobs.append((path, offset, lines))
+        total.files = len(jobs)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool:
-            for path in self._files():
-                offset, lines = offsets.get(path.name, (0, 0))
-                if path.stat().st_size < offset:
-                    offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
-                if path.stat().st_size == offset:
-                    continue
-                total.files += 1
-                pending = pool.submit(self._parse_chunk, path, offset, lines)
-                while (parsed := pending.result()) is not None:
-                    pending = pool.submit(self._parse_chunk, path, parsed.end, parsed.end_line)
-                    total.add(self._commit(parsed))
-                    if progress:
-                        progress(total.bytes_read, todo)
+            pending = pool.submit(self._parse_next, jobs, 0, *jobs[0][1:]) if jobs else None
+            while pending is not None:
+                at, parsed = pending.result()
+                if parsed is None:
+                    break
+                # the next chunk, of this file or the next one, is parsed during this commit
+                pending = pool.submit(self._parse_next, jobs, at, parsed.end, parsed.end_line)
+                total.add(self._commit(parsed))
+                if progress:
+                    progress(total.bytes_read, todo)
         if checkpoint and total.lines:
             self.store.checkpoint()
         total.seconds = time.perf_counter() - started
         return total
+
+    def _parse_next(
+        self, jobs: list[tuple[Path, int, int]], at: int, offset: int, lines: int
+    ) -> tuple[int, _Parsed | None]:
+        """The next chunk from ``offset`` of ``jobs[at]``'s file, or else from the start of the
+        following files (their committed offsets); (index of its file, chunk or None)."""
+        while at < len(jobs):
+            parsed = self._parse_chunk(jobs[at][0], offset, lines)
+            if parsed is not None:
+                return at, parsed
+            at += 1
+            if at < len(jobs):
+                offset, lines = jobs[at][1], jobs[at][2]
+        return at, None
 
     def _parse_chunk(self, path: Path, offset: int, lines: int) -> _Parsed | None:
         """Read and validate the complete lines after ``offset`` (None: nothing complete)."""
