@@ -39,7 +39,7 @@ def sessions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> 
               coalesce(TRY_CAST(config->>'emergency_target' AS DOUBLE), 0.5)
                 AS emergency_target,
               coalesce(TRY_CAST(config->>'reserve_tokens' AS BIGINT), 0) AS reserve_tokens,
-              deleted_at
+              CAST(config AS VARCHAR) AS config, deleted_at
             FROM sessions {where} ORDER BY session_id""",
         params,
     )

@@ -1,0 +1,171 @@
+"""Materialised job results: recomputed per session, only where the events changed.
+
+Each ``Job`` turns the input frames of some sessions into rows of its ``job_*`` tables (every
+row carries ``session_id``). ``refresh`` compares each session's event watermark (its newest
+event seq) and each job's version with the stamps stored beside the results, recomputes the
+stale sessions only, drops the rows of sessions that were deleted or superseded, and stores
+rows and stamps in one transaction per job. Readers (the CLI, the app) read the tables and
+never recompute the fleet. Fleet-wide figures that are cheap to aggregate (percentiles over
+the ``compactions`` projection) are not materialised; see ``analytics.report``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from analytics import queries
+from analytics.jobs.offloads import offload_read_backs
+from analytics.jobs.postmortem import postmortem_frames
+from analytics.jobs.retention import retention_detail, silent_drops
+from analytics.jobs.timeline import session_timeline
+from analytics.store import EventStore
+from analytics.store_results import JobResults
+
+
+_JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
+
+
+class JobInputs:
+    """The input frames of a set of sessions, each read from the store once, on first use."""
+
+    def __init__(self, store: EventStore, sessions: Sequence[str]) -> None:
+        self.store = store
+        self.sessions = list(sessions)
+        self._frames: dict[str, pl.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        if name not in self._frames:
+            read: Callable[[EventStore, Sequence[str] | None], pl.DataFrame] = getattr(
+                queries, f"{name}_frame"
+            )
+            self._frames[name] = read(self.store, self.sessions)
+        return self._frames[name]
+
+
+Compute = Callable[[JobInputs], dict[str, pl.DataFrame]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A named computation with a version: bump the version when its output changes."""
+
+    name: str
+    version: int
+    compute: Compute
+
+
+def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    return {"job_session_timeline": session_timeline(inputs["turns"], inputs["sessions"])}
+
+
+def _retention(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    detail = retention_detail(inputs["anchor_items"])
+    return {"job_retention_detail": detail, "job_silent_drops": silent_drops(detail)}
+
+
+def _postmortem(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    frames = postmortem_frames(
+        inputs["compactions"],
+        inputs["turns"],
+        inputs["messages"],
+        inputs["views"],
+        inputs["sessions"],
+    )
+    emergencies = frames.emergencies
+    return {
+        "job_emergencies": emergencies,
+        "job_lead_up": frames.lead_up.join(
+            emergencies.select("compaction_id", "session_id"), on="compaction_id", how="left"
+        )
+        if "session_id" not in frames.lead_up.columns
+        else frames.lead_up,
+        "job_top_contributors": frames.top_contributors.join(
+            emergencies.select("compaction_id", "session_id"), on="compaction_id", how="left"
+        )
+        if "session_id" not in frames.top_contributors.columns
+        else frames.top_contributors,
+    }
+
+
+def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    rows = offload_read_backs(inputs["offloads"], inputs["messages"], inputs["sessions"])
+    return {"job_offload_read_backs": rows}
+
+
+JOBS: tuple[Job, ...] = (
+    Job("timeline", 1, _timeline),
+    Job("retention", 1, _retention),
+    Job("postmortem", 1, _postmortem),
+    Job("offloads", 1, _offloads),
+)
+
+
+@dataclass
+class RefreshReport:
+    """What one refresh did, per job: sessions recomputed, sessions dropped, seconds taken."""
+
+    recomputed: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def refresh(
+    store: EventStore,
+    jobs: Sequence[Job] = JOBS,
+    *,
+    progress: Callable[[str], Any] | None = None,
+) -> RefreshReport:
+    """Bring every job's tables up to the store's events, recomputing stale sessions only."""
+    marks = queries.session_watermarks(store)
+    results = JobResults(store)
+    report = RefreshReport()
+    inputs_cache: dict[tuple[str, ...], JobInputs] = {}
+    for job in jobs:
+        started = time.perf_counter()
+        stamps = results.job_stamps(job.name)
+        reset = bool(stamps.height) and bool((stamps.get_column("version") != job.version).any())
+        stale = marks if reset else _stale(marks, stamps)
+        gone = _gone(marks, stamps)
+        if stale.height or gone:
+            if progress is not None:
+                progress(f"{job.name}: {stale.height} sessions")
+            key = tuple(stale.get_column("session_id").to_list())
+            inputs = inputs_cache.setdefault(key, JobInputs(store, key))
+            rows = job.compute(inputs) if stale.height else {}
+            results.replace_job_results(job.name, job.version, rows, stale, gone=gone, reset=reset)
+        report.recomputed[job.name] = stale.height
+        report.dropped[job.name] = len(gone)
+        report.seconds[job.name] = time.perf_counter() - started
+    return report
+
+
+def _stale(marks: pl.DataFrame, stamps: pl.DataFrame) -> pl.DataFrame:
+    """Sessions whose newest event seq is not the one their stored results cover."""
+    current = stamps.select("session_id", pl.col("watermark").alias("covered"))
+    joined = marks.join(current, on="session_id", how="left")
+    return joined.filter(
+        pl.col("covered").is_null() | (pl.col("covered") != pl.col("watermark"))
+    ).select("session_id", "watermark")
+
+
+def _gone(marks: pl.DataFrame, stamps: pl.DataFrame) -> list[str]:
+    live = set(marks.get_column("session_id").to_list())
+    return [s for s in stamps.get_column("session_id").to_list() if s not in live]
+
+
+def job_table(store: EventStore, table: str) -> pl.DataFrame:
+    """All rows of a materialised ``job_*`` table (empty when the job never ran)."""
+    if not _JOB_TABLE.fullmatch(table):
+        raise ValueError(f"{table!r} is not a job table name (job_<name>)")
+    exists = store.query(
+        "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [table]
+    ).item()
+    if not exists:
+        return pl.DataFrame()
+    return store.query(f"SELECT * FROM {table}")

@@ -1,0 +1,89 @@
+"""Materialised job results: computed per session, refreshed only where events changed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from analytics.materialize import JOBS, job_table, refresh
+from analytics.store import EventStore
+from compactor import SpoolSink
+from tests.analytics.spool_helpers import ingest, run_session
+
+
+def _home_with_sessions(tmp_path: Path, seeds: list[int]) -> Path:
+    home = tmp_path / "home"
+    sink = SpoolSink(home / "spool")
+    for seed in seeds:
+        run_session(home, sink, seed)
+    sink.close()
+    ingest(home)
+    return home
+
+
+def _stamps(store: EventStore) -> pl.DataFrame:
+    return store.query("SELECT job, session_id, version, watermark FROM job_stamps ORDER BY ALL")
+
+
+def test_first_refresh_computes_every_session_and_a_second_computes_none(tmp_path: Path) -> None:
+    home = _home_with_sessions(tmp_path, [1, 2])
+    with EventStore.for_home(home) as store:
+        first = refresh(store)
+        again = refresh(store)
+        stamps = _stamps(store)
+        marks = store.query(
+            "SELECT session_id, max(seq) AS watermark FROM events GROUP BY ALL ORDER BY ALL"
+        )
+
+    assert first.recomputed == {job.name: 2 for job in JOBS}
+    assert again.recomputed == {job.name: 0 for job in JOBS}
+    assert stamps.height == 2 * len(JOBS)
+    for job in JOBS:
+        mine = stamps.filter(pl.col("job") == job.name).select("session_id", "watermark")
+        assert_frame_equal(mine, marks)
+
+
+def test_a_new_session_is_the_only_one_recomputed_and_old_rows_stay(tmp_path: Path) -> None:
+    home = _home_with_sessions(tmp_path, [1, 2])
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        before = job_table(store, "job_session_timeline").sort("session_id")
+    sink = SpoolSink(home / "spool")
+    run_session(home, sink, 3)
+    sink.close()
+    ingest(home)
+
+    with EventStore.for_home(home) as store:
+        report = refresh(store)
+        after = job_table(store, "job_session_timeline").sort("session_id")
+
+    assert report.recomputed == {job.name: 1 for job in JOBS}
+    assert after.height == before.height + 1
+    old = after.filter(pl.col("session_id").is_in(before.get_column("session_id").to_list()))
+    assert_frame_equal(old, before)
+
+
+def test_a_deleted_session_loses_its_rows_and_a_new_job_version_recomputes_all(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    sink = SpoolSink(home / "spool")
+    run_session(home, sink, 1)
+    gone = run_session(home, sink, 2, delete=True)
+    sink.close()
+    ingest(home)
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        rows = job_table(store, "job_session_timeline")
+        assert gone.session_id not in rows.get_column("session_id").to_list()
+        bumped = tuple(replace(job, version=job.version + 1) for job in JOBS)
+        report = refresh(store, bumped)
+        versions = store.query("SELECT DISTINCT job, version FROM job_stamps ORDER BY ALL")
+
+    assert report.recomputed == {job.name: 1 for job in JOBS}
+    assert versions.get_column("version").to_list() == [
+        j.version + 1 for j in sorted(JOBS, key=lambda j: j.name)
+    ]
