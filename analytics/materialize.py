@@ -27,7 +27,6 @@ from analytics.jobs.timeline import session_timeline
 from analytics.store import EventStore
 from analytics.store_results import JobResults
 
-
 _JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
 
 
