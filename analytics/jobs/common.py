@@ -1,0 +1,52 @@
+"""What the issue-8 jobs share: conforming an input frame to the columns a job reads, dropping
+deleted sessions, and naming tiers.
+
+Every job receives frames shaped like the store's tables (see the jobs contract); these helpers
+make a job's first step the same everywhere: keep only the columns it reads, with the dtypes it
+expects, so that an empty or partly-null frame still flows through and yields an empty result
+with the right columns. They do no I/O and know nothing about DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from compactor import CompactionTier
+
+TIER_NAMES: dict[int, str] = {tier.value: tier.name for tier in CompactionTier}
+"""Tier number → the CompactionTier name used in every job output ("WARN", …)."""
+
+
+def conform(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """Select ``schema``'s columns from ``frame`` cast to their dtypes; a column the frame lacks
+    (an older store, a hand-built test frame) comes back as nulls of that dtype."""
+    present = set(frame.columns)
+    return frame.select(
+        pl.col(name).cast(dtype) if name in present else pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in schema.items()
+    )
+
+
+def drop_deleted(frame: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` without the rows of sessions marked deleted (``deleted_at`` not null). Rows of
+    sessions absent from ``sessions`` are kept: the store may be mid-projection."""
+    if "deleted_at" not in sessions.columns:
+        return frame
+    deleted = sessions.filter(pl.col("deleted_at").is_not_null()).select(
+        pl.col("session_id").cast(pl.String)
+    )
+    return frame.join(deleted, on="session_id", how="anti")
+
+
+def live_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
+    """The sessions not marked deleted, all columns kept."""
+    if "deleted_at" not in sessions.columns:
+        return sessions
+    return sessions.filter(pl.col("deleted_at").is_null())
+
+
+def tier_name(column: str = "tier") -> pl.Expr:
+    """The CompactionTier name of the integer tier in ``column`` (null for unknown numbers)."""
+    return pl.col(column).replace_strict(TIER_NAMES, default=None, return_dtype=pl.String)
