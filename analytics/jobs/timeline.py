@@ -100,6 +100,40 @@ def _saved_share(billed: pl.Expr, uncompacted: pl.Expr) -> pl.Expr:
     return pl.when(uncompacted > 0).then(1 - billed / uncompacted)
 
 
+SESSION_COLUMNS: tuple[str, ...] = (
+    "session_id",
+    "turns",
+    "peak_ratio",
+    "mean_ratio",
+    "peak_utilisation",
+    "mean_utilisation",
+    "warn",
+    "full",
+    "reached_warn",
+    "turns_at_or_above_full",
+    "lived_above_full",
+    "tokens_billed",
+    "tokens_uncompacted",
+    "saved_share",
+)
+"""The columns of ``session_timeline``, in order."""
+
+
+def _turn_stats(per_turn: pl.DataFrame) -> pl.DataFrame:
+    """Per session, the aggregates of its turns (each turn row carries warn and full)."""
+    return per_turn.group_by("session_id").agg(
+        turns=pl.len(),
+        peak_ratio=pl.col("ratio").max(),
+        mean_ratio=pl.col("ratio").mean(),
+        peak_utilisation=pl.col("utilisation").max(),
+        mean_utilisation=pl.col("utilisation").mean(),
+        reached_warn=(pl.col("ratio") >= pl.col("warn")).any(),
+        turns_at_or_above_full=(pl.col("ratio") >= pl.col("full")).sum().cast(pl.Int64),
+        tokens_billed=pl.col("tokens").sum(),
+        tokens_uncompacted=pl.col("history_tokens").sum(),
+    )
+
+
 def session_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """One row per live session (those without turns included, with ``turns`` 0).
 
@@ -117,18 +151,7 @@ def session_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFram
     thresholds = known.join(settings, on="session_id", how="left").with_columns(
         pl.col("warn").fill_null(DEFAULT_WARN), pl.col("full").fill_null(DEFAULT_FULL)
     )
-    per_turn = timeline.join(thresholds, on="session_id", how="left")
-    stats = per_turn.group_by("session_id").agg(
-        turns=pl.len(),
-        peak_ratio=pl.col("ratio").max(),
-        mean_ratio=pl.col("ratio").mean(),
-        peak_utilisation=pl.col("utilisation").max(),
-        mean_utilisation=pl.col("utilisation").mean(),
-        reached_warn=(pl.col("ratio") >= pl.col("warn")).any(),
-        turns_at_or_above_full=(pl.col("ratio") >= pl.col("full")).sum().cast(pl.Int64),
-        tokens_billed=pl.col("tokens").sum(),
-        tokens_uncompacted=pl.col("history_tokens").sum(),
-    )
+    stats = _turn_stats(timeline.join(thresholds, on="session_id", how="left"))
     return (
         thresholds.join(stats, on="session_id", how="left")
         .with_columns(
@@ -141,22 +164,7 @@ def session_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFram
             lived_above_full=pl.col("turns_at_or_above_full") * 2 > pl.col("turns"),
             saved_share=_saved_share(pl.col("tokens_billed"), pl.col("tokens_uncompacted")),
         )
-        .select(
-            "session_id",
-            "turns",
-            "peak_ratio",
-            "mean_ratio",
-            "peak_utilisation",
-            "mean_utilisation",
-            "warn",
-            "full",
-            "reached_warn",
-            "turns_at_or_above_full",
-            "lived_above_full",
-            "tokens_billed",
-            "tokens_uncompacted",
-            "saved_share",
-        )
+        .select(SESSION_COLUMNS)
         .sort("session_id")
     )
 
