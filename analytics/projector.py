@@ -152,7 +152,10 @@ class Projector:
             if path.stat().st_size != offset:
                 jobs.append((path, offset, lines))
         total.files = len(jobs)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool:
+        with (
+            self.store.one_thread(),
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool,
+        ):
             pending = pool.submit(self._parse_next, jobs, 0, *jobs[0][1:]) if jobs else None
             while pending is not None:
                 at, parsed = pending.result()
@@ -163,8 +166,8 @@ class Projector:
                 total.add(self._commit(parsed))
                 if progress:
                     progress(total.bytes_read, todo)
-        if checkpoint and total.lines:
-            self.store.checkpoint()
+            if checkpoint and total.lines:
+                self.store.checkpoint()
         total.seconds = time.perf_counter() - started
         return total
 

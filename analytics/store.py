@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +334,18 @@ class EventStore:
     def _project(self) -> None:
         for sql in PROJECT_SQL:
             self.con.execute(sql)
+
+    @contextlib.contextmanager
+    def one_thread(self) -> Iterator[None]:
+        """DuckDB on one thread for a run of batch commits: beside the projector's parse
+        thread on a small or shared machine, more threads cost more CPU than they save."""
+        row = self.con.execute("SELECT current_setting('threads')").fetchone()
+        self.con.execute("SET threads = 1")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute(f"SET threads = {int(row[0]) if row else os.cpu_count() or 1}")
 
     def checkpoint(self) -> None:
         try:
