@@ -11,18 +11,24 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
-from typer._click.core import Context as ClickContext
-from typer._click.core import Parameter
-from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from analytics.cli_analysis import register as register_analysis
+from analytics.cli_common import (
+    Command,
+    HomeOption,
+    WindowOption,
+    export_app,
+    handled,
+    resolve_home,
+)
+from analytics.cli_common import app as app  # the console script's typer app
 from analytics.commands import (
     RunReport,
     load_config,
@@ -32,10 +38,9 @@ from analytics.commands import (
     run_replay,
     run_watch,
 )
-from analytics.inputs import MAX_WINDOW, HomeError, check_home, skipped_issues
+from analytics.inputs import skipped_issues
 from analytics.projector import IngestResult
-from analytics.stats import headline_stats
-from analytics.store import EventStore, StoreError, StoreLockedError
+from analytics.store import EventStore
 from analytics.synthetic import SYSTEM_PROMPT, generate_session
 from analytics.terminal import (
     RunProgress,
@@ -49,7 +54,6 @@ from analytics.terminal import (
     print_quarantined,
     print_skipped,
     replay_summary,
-    stats_table,
 )
 from compactor import (
     AnthropicChatModel,
@@ -72,31 +76,6 @@ from compactor import (
 )
 
 
-def _flags_untyped(params: list[Parameter]) -> list[Parameter]:
-    """Flags (``--watch``, ``--help``) take no value: show no ``<bool>`` type in the help."""
-    for param in params:
-        if isinstance(param, TyperOption) and param.is_flag:
-            param.metavar = ""
-    return params
-
-
-class _Command(TyperCommand):
-    def get_params(self, ctx: ClickContext) -> list[Parameter]:
-        return _flags_untyped(super().get_params(ctx))
-
-
-class _Group(TyperGroup):
-    def get_params(self, ctx: ClickContext) -> list[Parameter]:
-        return _flags_untyped(super().get_params(ctx))
-
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group)
-export_app = typer.Typer(
-    no_args_is_help=True, help="Write the store's tables to files.", cls=_Group
-)
-app.add_typer(export_app, name="export")
-
-
 class FormatName(StrEnum):
     AUTO = "auto"
     OPENAI = "openai"
@@ -112,42 +91,12 @@ class CaptureName(StrEnum):
     METADATA = "metadata"
 
 
-HomeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--home",
-        help="Data folder (spool, DuckDB, offload files). Default: $COMPACTLENS_HOME, else ./data",
-    ),
-]
-
-
-WindowOption = Annotated[
-    int,
-    typer.Option(
-        "--window", min=1, max=MAX_WINDOW, help="Context window in tokens (1 to 100,000,000)"
-    ),
-]
-
-
-def resolve_home(home: Path | None, *, write: bool = True) -> Path:
-    """``--home``, else ``$COMPACTLENS_HOME``, else ``./data``; exit 1 with one line when it is
-    a file, under a file, or (for commands that write) not writable."""
-    env = os.environ.get("COMPACTLENS_HOME")
-    root = home if home is not None else Path(env) if env else Path("data")
-    try:
-        check_home(root, write=write)
-    except HomeError as exc:
-        print_error(str(exc))
-        raise typer.Exit(1) from None
-    return root
-
-
 @app.callback()
 def _root() -> None:
     """compactlens: progressive context compaction for LLM agents, and its analytics."""
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def demo(
     home: HomeOption = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the app")] = False,
@@ -195,7 +144,7 @@ def demo(
                     console.print(format_notification(record), highlight=False)
             session.append(m)
         session.close()
-    with _handled():
+    with handled():
         report = run_ingest(root)
     ingest_summary(report)
     _summary(totals, root, problems)
@@ -241,23 +190,6 @@ FormatOption = Annotated[
 ]
 
 
-@contextmanager
-def _handled() -> Iterator[None]:
-    """Expected failures as one line on stderr and exit 1, never a traceback."""
-    try:
-        yield
-    except StoreLockedError as exc:
-        print_error(f"database locked: {exc}")
-        raise typer.Exit(1) from None
-    except StoreError as exc:
-        print_error(str(exc))
-        raise typer.Exit(1) from None
-    except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        print_error(f"{where}{exc.strerror or exc}")
-        raise typer.Exit(1) from None
-
-
 def _finish(report: RunReport, paths: Sequence[Path]) -> None:
     """Problem lines, then exit 1 if any input was rejected or any event not recorded.
 
@@ -284,7 +216,7 @@ def _finish(report: RunReport, paths: Sequence[Path]) -> None:
         raise typer.Exit(1)
 
 
-@app.command("import", cls=_Command)
+@app.command("import", cls=Command)
 def import_(
     paths: PathsArgument,
     fmt: FormatOption = FormatName.AUTO,
@@ -295,7 +227,7 @@ def import_(
 ) -> None:
     """Load transcripts as sessions (session_started + message_appended events) and project."""
     root = resolve_home(home)
-    with _handled(), RunProgress() as bars:
+    with handled(), RunProgress() as bars:
         report = run_import(
             paths,
             root,
@@ -342,7 +274,7 @@ def _config(path: Path | None) -> CompactorConfig:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def replay(
     paths: PathsArgument,
     window: WindowOption,
@@ -370,7 +302,7 @@ def replay(
         config=settings,
         offloader=CompactionOffloader(root / "offload", "replay"),
     )
-    with _handled(), RunProgress() as bars:
+    with handled(), RunProgress() as bars:
         report = run_replay(
             paths,
             root,
@@ -400,7 +332,7 @@ def _print_batch(result: IngestResult) -> None:
     )
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def ingest(
     watch: Annotated[bool, typer.Option(help="Keep projecting until SIGTERM or Ctrl-C")] = False,
     interval: Annotated[
@@ -418,7 +350,7 @@ def ingest(
             highlight=False,
         )
 
-    with _handled():
+    with handled():
         if watch:
             report = run_watch(root, interval_s=interval, on_result=_print_batch, on_ready=ready)
         else:
@@ -430,11 +362,11 @@ def ingest(
         raise typer.Exit(1)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def rebuild(home: HomeOption = None) -> None:
     """Recreate every table from the spool; the old database file is kept as a backup."""
     root = resolve_home(home)
-    with _handled(), RunProgress() as bars:
+    with handled(), RunProgress() as bars:
         report = run_rebuild(root, on_ingest=bars.spool("rebuilding"))
     if report.backup is not None:
         console.print(
@@ -445,22 +377,7 @@ def rebuild(home: HomeOption = None) -> None:
     ingest_summary(report, "rebuild")
 
 
-@app.command(cls=_Command)
-def stats(
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout")] = False,
-    home: HomeOption = None,
-) -> None:
-    """Headline figures: sessions, compactions per tier, emergencies, ratio, quarantine."""
-    root = resolve_home(home, write=False)
-    with _handled(), EventStore.for_home(root, read_only=True) as store:
-        figures = headline_stats(store, root / "spool")
-    if as_json:
-        typer.echo(figures.model_dump_json())
-    else:
-        stats_table(figures)
-
-
-@export_app.command("parquet", cls=_Command)
+@export_app.command("parquet", cls=Command)
 def export_parquet(
     out: Annotated[str, typer.Argument(help="Folder for one .parquet file per table")],
     home: HomeOption = None,
@@ -473,9 +390,12 @@ def export_parquet(
         )
     out_dir = Path(out)
     root = resolve_home(home, write=False)
-    with _handled(), EventStore.for_home(root, read_only=True) as store:
+    with handled(), EventStore.for_home(root, read_only=True) as store:
         written = store.export_parquet(out_dir)
     console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
+
+
+register_analysis(app)
 
 
 def main() -> None:

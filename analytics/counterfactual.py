@@ -14,7 +14,9 @@ first change in this order that avoids the emergency; ``None`` when none does):
 2. ``offload_threshold_halved``: ``offload_threshold`` halved (at least 1 byte);
 3. ``tool_time_offload``: an ``OffloadHook`` (threshold = the config's ``offload_threshold``)
    applied to every tool result as it is appended, files in a temporary folder;
-4. ``warn_lower``, 5. ``soft_lower``, 6. ``full_lower``: that threshold 0.1 lower.
+4. ``warn_lower``, 5. ``soft_lower``, 6. ``full_lower``: that threshold 0.1 lower, with the
+   thresholds below it (and ``fallback_target`` below ``warn``) moved down just enough to stay
+   strictly increasing: still one decision ("compact earlier at this tier"), and valid.
 
 The order goes from what changes the least about the context the model sees (a smaller verbatim
 tail) to what changes when the whole head is summarised. A change that would leave the config
@@ -31,6 +33,7 @@ It records no events.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +55,7 @@ from compactor import (
     OffloadHook,
     ProgressiveCompactor,
     Summarizer,
+    TokenEstimator,
     ToolCall,
     estimate_tokens,
 )
@@ -104,8 +108,16 @@ class CounterfactualReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
+    def reproduced(self) -> bool:
+        """The baseline replay reached Emergency too (else no change can be said to avoid it)."""
+        return self.baseline.emergency
+
+    @property
     def smallest_change(self) -> str | None:
-        """The first change in ``CHANGE_ORDER`` that avoids the emergency, else None."""
+        """The first change in ``CHANGE_ORDER`` that avoids the emergency, else None (also when
+        the baseline replay did not reproduce the emergency)."""
+        if not self.reproduced:
+            return None
         for change, outcome in self.results:
             if not outcome.emergency:
                 return change.name
@@ -124,6 +136,7 @@ class CounterfactualReport:
                 for change, outcome in self.results
             ],
             "smallest_change": self.smallest_change,
+            "reproduced": self.reproduced,
             "summarizer": self.summarizer,
             "baseline": {
                 "emergency": self.baseline.emergency,
@@ -144,9 +157,9 @@ def single_changes(config: CompactorConfig) -> tuple[list[Change], list[tuple[st
         ("tool_time_offload", f"OffloadHook on tool results above {limit} bytes", {}, True),
     ]  # fmt: skip
     for name in ("warn", "soft", "full"):
-        old = getattr(config, name)
-        new = round(old - THRESHOLD_STEP, 6)
-        proposals.append((f"{name}_lower", f"{name} {old} -> {new}", {name: new}, False))
+        update = _lowered(config, name)
+        detail = ", ".join(f"{k} {getattr(config, k)} -> {v}" for k, v in update.items())
+        proposals.append((f"{name}_lower", detail, update, False))
     changes: list[Change] = []
     skipped: list[tuple[str, str]] = []
     for name, detail, update, hook in proposals:
@@ -163,6 +176,23 @@ def single_changes(config: CompactorConfig) -> tuple[list[Change], list[tuple[st
     return changes, skipped
 
 
+_LADDER = ("fallback_target", "warn", "soft", "full")
+_GAP = 0.05
+
+
+def _lowered(config: CompactorConfig, name: str) -> dict[str, float]:
+    """``name`` 0.1 lower and each value below it on the ladder moved down just enough."""
+    update = {name: round(getattr(config, name) - THRESHOLD_STEP, 6)}
+    ceiling = update[name]
+    for lower in reversed(_LADDER[: _LADDER.index(name)]):
+        value = getattr(config, lower)
+        if value < ceiling:
+            break
+        update[lower] = round(ceiling - _GAP, 6)
+        ceiling = update[lower]
+    return update
+
+
 def replay_prefix(
     history: Sequence[Message],
     config: CompactorConfig,
@@ -173,6 +203,7 @@ def replay_prefix(
     system: Message | None = None,
     summarizer: Summarizer | None = None,
     tool_time_offload: bool = False,
+    estimator: TokenEstimator | None = None,
 ) -> PrefixOutcome:
     """Replay ``history[:emergency_index]`` with a turn before each assistant message and one at
     the end (the emergency's turn); offload files go under ``work_dir``."""
@@ -182,6 +213,7 @@ def replay_prefix(
         config=config,
         offloader=CompactionOffloader(work_dir, _SESSION_ID),
         session_id=_SESSION_ID,
+        estimator=estimator,
     )
     session = CompactionSession(compactor, system, session_id=_SESSION_ID)
     hook = (
@@ -215,6 +247,7 @@ def counterfactuals(
     *,
     system: Message | None = None,
     summarizer: Summarizer | None = None,
+    estimator: TokenEstimator | None = None,
 ) -> CounterfactualReport:
     """The baseline and every single change of ``config``, replayed over the prefix.
 
@@ -244,6 +277,7 @@ def counterfactuals(
                     system=system,
                     summarizer=chosen,
                     tool_time_offload=change.tool_time_offload,
+                    estimator=estimator,
                 )
             )
     return CounterfactualReport(
@@ -289,3 +323,29 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
             arguments = json.dumps(arguments)
         calls.append(ToolCall(id=item["id"], name=item["name"], arguments=arguments))
     return tuple(calls)
+
+
+class FixedEstimator:
+    """The estimate a session had when its emergency fired, frozen: ``bytes/4 * slope +
+    overhead``, read back from the estimator name on its records, so that a counterfactual
+    decides tiers on the same sizes as the session did (calibration included)."""
+
+    def __init__(self, slope: float = 1.0, overhead: float = 0.0, name: str = "bytes/4") -> None:
+        self.slope, self.overhead, self._name = slope, overhead, name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def tokens_for_bytes(self, n_bytes: int) -> int:
+        return int((n_bytes // 4) * self.slope + self.overhead)
+
+    @classmethod
+    def from_name(cls, name: str | None) -> FixedEstimator:
+        """``bytes/4``, ``bytes/4*calibrated(F)`` or ``bytes/4*S+O``; anything else: bytes/4."""
+        text = name or "bytes/4"
+        if match := re.fullmatch(r"bytes/4\*calibrated\(([\d.]+)\)", text):
+            return cls(float(match.group(1)), 0.0, text)
+        if match := re.fullmatch(r"bytes/4\*([\d.]+)\+([\d.]+)", text):
+            return cls(float(match.group(1)), float(match.group(2)), text)
+        return cls()

@@ -28,6 +28,7 @@ from compactor.events import (
     EventFactory,
     SessionStarted,
     ToolResultOffloaded,
+    anchor_item_rows,
     message_appended,
     redact_record,
     sha256_of,
@@ -128,7 +129,8 @@ class RecordEvents:
         kept = record if self.capture == "full" else redact_record(record)
         if not record.session_id:
             kept = kept.model_copy(update={"session_id": sid})
-        payload = CompactionRecorded(record=kept, before=[], after=[])
+        items = anchor_item_rows(kept) if self.capture == "full" else []
+        payload = CompactionRecorded(record=kept, before=[], after=[], anchor_items=items)
         out.append(_with_id(state.factory.make(payload), "record", record.id))
         for k, entry in enumerate(record.offloaded):
             offload = ToolResultOffloaded(record_id=record.id, **entry.model_dump())

@@ -1,102 +1,147 @@
-"""Headline figures of a store, for ``compactlens stats``, and the lines a run quarantined.
+"""Headline figures of a store (``compactlens stats``) and the lines a run quarantined.
 
-Plain reads through ``EventStore.query``; nothing here writes. ``HeadlineStats`` is the stable
-shape ``stats --json`` prints: its field names are the JSON keys.
+``fleet_stats`` assembles the SPEC 5.3 ``stats --json`` object from the jobs: compaction counts
+and compression by tier, emergencies (truncations apart from offload-only), tokens billed
+against the uncompacted history, anchor survival and silent drops, artifact retention. Cheap
+aggregates are computed on read; the per-session jobs are read from their materialised tables
+(``analytics.materialize.refresh`` brings them up to date first). Nothing here writes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+import polars as pl
 
+from analytics import queries
+from analytics.jobs.compression import compression_by_tier
+from analytics.jobs.retention import anchor_survival
+from analytics.jobs.tiers import emergency_summary
+from analytics.materialize import job_table
 from analytics.projector import Projector
 from analytics.store import EventStore, QuarantinedLine
-from compactor import CompactionTier
+from compactor import AnchorType, CompactionTier
 
 TIERS = tuple(t for t in CompactionTier if t != CompactionTier.NONE)
 
-_HEADLINE_SQL = """
+_COUNTS_SQL = """
 SELECT
-  (SELECT count(*) FROM sessions) AS sessions,
-  (SELECT count(*) FROM messages) AS messages,
+  (SELECT count(*) FROM sessions WHERE deleted_at IS NULL) AS sessions,
+  (SELECT count(*) FROM turns WHERE {live}) AS turns,
+  (SELECT count(*) FROM messages WHERE {live}) AS messages,
   (SELECT count(*) FROM events) AS events,
-  (SELECT count(*) FROM compactions WHERE tier = 4) AS emergencies,
-  (SELECT count(*) FROM compactions WHERE tier = 4 AND n_dropped > 0) AS truncations,
-  (SELECT count(*) FROM compactions
-    WHERE tier = 4 AND effective AND coalesce(n_dropped, 0) = 0) AS offload_only,
-  (SELECT median(compression_ratio) FROM compactions WHERE effective AND tier > 0) AS ratio,
-  (SELECT count(*) FROM anchor_items) AS anchor_items,
-  (SELECT count(*) FROM offloads) AS offloads,
-  (SELECT count(*) FROM quarantine) AS quarantined_lines
-"""
-_TIER_SQL = """
-SELECT tier, count(*) AS n FROM compactions WHERE effective AND tier > 0 GROUP BY tier
-"""
+  (SELECT count(*) FROM anchor_items WHERE {live}) AS anchor_items,
+  (SELECT count(*) FROM offloads WHERE {live}) AS offloads,
+  (SELECT median(compression_ratio) FROM compactions
+    WHERE effective AND tier > 0 AND {live}) AS median_compression_ratio,
+  (SELECT count(*) FROM quarantine) AS quarantined
+""".replace("{live}", "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)")
 
 
-class EmergencyStats(BaseModel):
-    """Emergency compactions by what they had to do.
-
-    Attributes:
-        truncations: emergencies that dropped messages (``n_dropped > 0``): context was lost.
-        offload_only: effective emergencies that dropped nothing (offloading big tool results
-            was enough): no context was lost.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    truncations: int
-    offload_only: int
-
-
-class HeadlineStats(BaseModel):
-    """What ``compactlens stats`` reports.
-
-    Attributes:
-        compactions: effective compactions by tier name (``warn``, ``soft``, ``full``,
-            ``emergency``); no-op attempts are not counted.
-        emergencies: every Emergency-tier compaction, effective or not: each time a context
-            reached the emergency threshold.
-        emergency: the emergencies split into truncations and offload-only ones.
-        median_compression_ratio: tokens after / tokens before over effective compactions
-            (None when there are none).
-        unprojected_spool_bytes: spool bytes not yet projected into the store (``compactlens
-            ingest`` loads them); the other figures do not include them.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sessions: int
-    messages: int
-    events: int
-    compactions: dict[str, int]
-    emergencies: int
-    emergency: EmergencyStats
-    median_compression_ratio: float | None
-    anchor_items: int
-    offloads: int
-    quarantined_lines: int
-    unprojected_spool_bytes: int = 0
-
-
-def headline_stats(store: EventStore, spool_dir: Path | None = None) -> HeadlineStats:
-    """The headline figures; with ``spool_dir``, how much of the spool is not projected yet."""
-    row = store.query(_HEADLINE_SQL).row(0, named=True)
-    by_tier = dict(store.query(_TIER_SQL).iter_rows())
-    ratio = row.pop("ratio")
-    emergency = EmergencyStats(
-        truncations=row.pop("truncations"), offload_only=row.pop("offload_only")
+def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, Any]:
+    """The SPEC 5.3 ``stats --json`` object (plus a few more keys; none renamed)."""
+    counts = store.query(_COUNTS_SQL).row(0, named=True)
+    sessions = queries.sessions_frame(store)
+    compactions = queries.compactions_frame(store)
+    turns = queries.turns_frame(store)
+    out: dict[str, Any] = {
+        "sessions": counts["sessions"],
+        "turns": counts["turns"],
+        "compactions": _compactions(compactions),
+        "emergency": _emergency(compactions, turns, sessions),
+        "compression": _compression(compactions, sessions),
+        "tokens": _tokens(store),
+        "anchor_retention": _anchor_retention(store),
+        "silent_drops": job_table(store, "job_silent_drops").height,
+        "artifact_retention": _artifact_retention(store),
+        "quarantined": counts["quarantined"],
+    }
+    out.update(
+        messages=counts["messages"],
+        events=counts["events"],
+        anchor_items=counts["anchor_items"],
+        offloads=counts["offloads"],
+        median_compression_ratio=counts["median_compression_ratio"],
+        unprojected_spool_bytes=(
+            Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
+        ),
     )
-    pending = Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
-    return HeadlineStats(
-        **row,
-        compactions={t.name.lower(): int(by_tier.get(int(t), 0)) for t in TIERS},
-        emergency=emergency,
-        median_compression_ratio=None if ratio is None else float(ratio),
-        unprojected_spool_bytes=pending,
-    )
+    return out
+
+
+def _compactions(compactions: pl.DataFrame) -> dict[str, Any]:
+    real = compactions.filter(pl.col("tier") > 0)
+    effective = real.filter(pl.col("effective").fill_null(True))
+    by_tier = {t.name: effective.filter(pl.col("tier") == int(t)).height for t in TIERS}
+    return {"total": effective.height, "noops": real.height - effective.height, "by_tier": by_tier}
+
+
+def _emergency(
+    compactions: pl.DataFrame, turns: pl.DataFrame, sessions: pl.DataFrame
+) -> dict[str, Any]:
+    row = emergency_summary(compactions, turns, sessions).row(0, named=True)
+    return {
+        "truncations": row["truncations"],
+        "offload_only": row["offload_only"],
+        "per_100_turns": row["per_100_turns"],
+        "emergencies": row["emergencies"],
+        "escalations": row["escalations"],
+    }
+
+
+def _compression(compactions: pl.DataFrame, sessions: pl.DataFrame) -> dict[str, Any]:
+    frame = compression_by_tier(compactions, sessions).filter(pl.col("tier") > 0)
+    out: dict[str, Any] = {}
+    for row in frame.iter_rows(named=True):
+        out[CompactionTier(row["tier"]).name] = {
+            "count": row["count"],
+            "ratio_p50": row["ratio_p50"],
+            "ratio_p90": row["ratio_p90"],
+            "ratio_p99": row["ratio_p99"],
+            "tokens_saved": row["tokens_saved"],
+            "noops": row["noops"],
+        }
+    return out
+
+
+def _tokens(store: EventStore) -> dict[str, Any]:
+    timeline = job_table(store, "job_session_timeline")
+    if timeline.is_empty():
+        return {"billed": 0, "uncompacted": 0, "saved_share": None}
+    billed = int(timeline.get_column("tokens_billed").sum())
+    uncompacted = int(timeline.get_column("tokens_uncompacted").sum())
+    share = 1 - billed / uncompacted if uncompacted else None
+    return {"billed": billed, "uncompacted": uncompacted, "saved_share": share}
+
+
+def _anchor_retention(store: EventStore) -> dict[str, Any]:
+    detail = job_table(store, "job_retention_detail")
+    survival = anchor_survival(detail) if detail.height else pl.DataFrame()
+    rows = {r["anchor_type"]: r for r in survival.iter_rows(named=True)} if survival.height else {}
+    return {
+        t.value: {
+            "survival_next": rows.get(t.value, {}).get("survival_next"),
+            "survival_last": rows.get(t.value, {}).get("survival_last"),
+        }
+        for t in AnchorType
+    }
+
+
+def _artifact_retention(store: EventStore) -> dict[str, Any]:
+    per_compaction = job_table(store, "job_artifacts")
+    losses = job_table(store, "job_artifact_losses")
+    if per_compaction.is_empty():
+        return {"rate": None, "lost": 0, "sessions": 0}
+    measured = per_compaction.filter(pl.col("artifacts") > 0)
+    found = int(measured.get_column("artifacts").sum()) if measured.height else 0
+    kept = int(measured.get_column("retained").sum()) if measured.height else 0
+    return {
+        "rate": kept / found if found else None,
+        "lost": losses.height,
+        "sessions": measured.get_column("session_id").n_unique() if measured.height else 0,
+    }
 
 
 def quarantined_since(store: EventStore, since: dt.datetime) -> list[QuarantinedLine]:

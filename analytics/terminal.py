@@ -7,7 +7,8 @@ rejected file is one line: ``path:line: reason``. Nothing here does any work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich import filesize
 from rich.console import Console
@@ -27,7 +28,6 @@ from analytics.commands import FileProgress, IngestReport, RunReport
 from analytics.importers import ImportIssue
 from analytics.projector import IngestResult
 from analytics.projector import Progress as IngestProgress
-from analytics.stats import HeadlineStats
 from analytics.store import QuarantinedLine
 
 console = Console()
@@ -222,32 +222,79 @@ def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
     console.print(_figures(title, _ingest_rows(report.result)))
 
 
-def stats_table(stats: HeadlineStats) -> None:
-    """The headline figures, each emergency kind explained, and a warning for an unprojected
-    spool (on stderr)."""
-    ratio = stats.median_compression_ratio
+def stats_table(stats: Mapping[str, Any]) -> None:
+    """The headline figures of ``stats --json``, each explained, and a warning for an
+    unprojected spool (on stderr)."""
+    tokens, emergency = stats["tokens"], stats["emergency"]
+    share = tokens["saved_share"]
+    ratio = stats.get("median_compression_ratio")
+    artifacts = stats["artifact_retention"]
     rows: list[tuple[str, object]] = [
-        ("sessions", stats.sessions),
-        ("messages", stats.messages),
-        ("events", stats.events),
-        *((f"{tier} compactions", n) for tier, n in stats.compactions.items()),
-        ("emergencies (context at the emergency threshold)", stats.emergencies),
-        ("  truncations (messages dropped: context lost)", stats.emergency.truncations),
-        ("  offload only (nothing dropped)", stats.emergency.offload_only),
-        (
-            "median compression ratio (tokens after/before)",
-            "–" if ratio is None else f"{ratio:.3f}",
-        ),
-        ("anchor items", stats.anchor_items),
-        ("offloads", stats.offloads),
-        ("quarantined lines", stats.quarantined_lines),
+        ("sessions", stats["sessions"]),
+        ("turns", stats["turns"]),
+        ("messages", stats.get("messages", "–")),
+        ("effective compactions", stats["compactions"]["total"]),
+        *((f"  {t.lower()}", n) for t, n in stats["compactions"]["by_tier"].items()),
+        ("no-op attempts (nothing to compact)", stats["compactions"]["noops"]),
+        ("emergency truncations (messages dropped: context lost)", emergency["truncations"]),
+        ("emergency offloads (nothing dropped)", emergency["offload_only"]),
+        ("emergencies per 100 turns", _num(emergency["per_100_turns"])),
+        ("median compression ratio (tokens after/before)", _num(ratio)),
+        ("tokens billed (view tokens over all turns)", tokens["billed"]),
+        ("tokens without compaction", tokens["uncompacted"]),
+        ("share saved", "–" if share is None else f"{share:.1%}"),
+        ("silent drops (intent or decisions lost)", stats["silent_drops"]),
+        ("artifact retention (paths, commands, errors kept)", _rate(artifacts["rate"])),
+        ("quarantined spool lines", stats["quarantined"]),
     ]
     console.print(_figures("compactlens", rows))
-    if stats.unprojected_spool_bytes:
+    pending = int(stats.get("unprojected_spool_bytes", 0))
+    if pending:
         err_console.print(
-            f"warning: {filesize.decimal(stats.unprojected_spool_bytes)} of spool events are not "
+            f"warning: {filesize.decimal(pending)} of spool events are not "
             "projected yet and not counted above; run `compactlens ingest`",
             soft_wrap=True,
             markup=False,
             highlight=False,
         )
+
+
+def _num(value: object) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _rate(value: object) -> str:
+    return "no content" if value is None else f"{value:.1%}" if isinstance(value, float) else "–"
+
+
+def retention_table(found: Mapping[str, Any]) -> None:
+    """Survival per anchor type, then every silent drop with where it appeared and vanished."""
+    table = Table(title="anchor survival (share of items)")
+    for column in ("anchor type", "to the next compaction", "to the last"):
+        table.add_column(column)
+    for row in found["survival"]:
+        table.add_row(row["anchor_type"], _rate(row["survival_next"]), _rate(row["survival_last"]))
+    console.print(table)
+    drops = Table(title=f"silent drops ({len(found['silent_drops'])})")
+    for column in ("session", "anchor", "item", "introduced at", "dropped at"):
+        drops.add_column(column, overflow="fold")
+    for d in found["silent_drops"]:
+        drops.add_row(
+            d["session_id"], d["anchor_type"], d["item"], d["introduced_at"], d["dropped_at"]
+        )
+    console.print(drops)
+
+
+def postmortem_table(found: Mapping[str, Any]) -> None:
+    """One line per emergency: where, what it dropped, the biggest contributor, the fix."""
+    table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
+    for column in ("session", "turn", "dropped", "top contributor", "smallest change"):
+        table.add_column(column, overflow="fold")
+    for pm in found["postmortems"]:
+        top = pm["top_contributors"][0] if pm["top_contributors"] else None
+        who = f"{top['role']} {top['tool_name'] or ''} ({top['tokens']:,} tokens)" if top else "–"
+        dropped = f"{pm['dropped']['messages']} msgs / {pm['dropped']['tokens']:,} tokens"
+        table.add_row(
+            pm["session_id"], str(pm["turn"]), dropped, who, str(pm["smallest_change"] or "–")
+        )
+    console.print(table)

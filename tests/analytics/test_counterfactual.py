@@ -18,6 +18,7 @@ from analytics.counterfactual import (
     Change,
     CounterfactualError,
     CounterfactualReport,
+    FixedEstimator,
     PrefixOutcome,
     counterfactuals,
     messages_from_frame,
@@ -76,15 +77,22 @@ def test_tool_time_offload_is_the_smallest_change_that_avoids_it() -> None:
         _session_with_one_big_result(), CompactorConfig(), WINDOW, 9, system=SYSTEM
     ).as_dict()
     avoided = {c["change"]: c["emergency_avoided"] for c in report["counterfactuals"]}
+    # Compacting earlier cannot help: the one result alone is over the emergency threshold.
     assert avoided == {
         "min_tail_halved": False,
         "offload_threshold_halved": False,
         "tool_time_offload": True,
+        "warn_lower": False,
+        "soft_lower": False,
+        "full_lower": False,
     }
     assert report["smallest_change"] == "tool_time_offload"
     assert report["summarizer"] == "extractive"
     assert report["baseline"]["emergency"] is True
-    assert [s["change"] for s in report["skipped"]] == ["warn_lower", "soft_lower", "full_lower"]
+    assert report["skipped"] == []
+    details = {c["change"]: c["detail"] for c in report["counterfactuals"]}
+    assert details["warn_lower"] == "warn 0.6 -> 0.5, fallback_target 0.5 -> 0.45"
+    assert details["soft_lower"] == "soft 0.7 -> 0.6, warn 0.6 -> 0.55"
     billed = {c["change"]: c["tokens_billed"] for c in report["counterfactuals"]}
     assert all(tokens > 0 for tokens in billed.values())
     json.dumps(report)
@@ -95,7 +103,8 @@ def test_the_replay_stops_at_the_emergency_turn() -> None:
     report = counterfactuals(history[:7], CompactorConfig(), WINDOW, 7, system=SYSTEM)
     assert report.baseline.emergency is False
     assert report.baseline.turns == 4  # before each of 3 assistant messages, then the end
-    assert report.smallest_change == "min_tail_halved"  # no emergency to avoid: the first wins
+    assert report.smallest_change is None  # nothing reproduced: no change can claim to avoid it
+    assert report.as_dict()["reproduced"] is False
 
 
 def test_every_change_is_tried_when_the_config_leaves_room() -> None:
@@ -126,7 +135,7 @@ def test_changes_that_cannot_be_made_are_skipped_with_the_reason() -> None:
         "warn_lower",
     ]
     assert "already at its minimum" in skipped[0][1]
-    assert "warn 0.1 -> 0.0 would be invalid" in skipped[2][1]
+    assert "warn 0.1 -> 0.0, fallback_target 0.05 -> -0.05 would be invalid" in skipped[2][1]
 
 
 def test_the_smallest_change_follows_the_order_of_preference() -> None:
@@ -184,3 +193,18 @@ def test_a_metadata_capture_session_is_refused() -> None:
     assert str(caught.value) == (
         "counterfactuals need content; this session was captured as metadata"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "bytes_", "tokens"),
+    [
+        ("bytes/4", 4000, 1000),
+        ("bytes/4*calibrated(1.500)", 4000, 1500),
+        ("bytes/4*0.900+15000", 4000, 15900),
+        ("something else", 4000, 1000),
+    ],
+)
+def test_the_sessions_estimate_is_frozen_from_its_record_name(
+    name: str, bytes_: int, tokens: int
+) -> None:
+    assert FixedEstimator.from_name(name).tokens_for_bytes(bytes_) == tokens

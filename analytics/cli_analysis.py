@@ -1,0 +1,121 @@
+"""The analysis commands: ``stats``, ``retention``, ``postmortem`` and ``report``.
+
+Each opens the store as its owner, brings the materialised jobs up to date (only sessions whose
+events changed are recomputed), then prints a table or, with ``--json``, the SPEC 5.3 object.
+The figures come from ``analytics.stats``, ``analytics.findings`` and ``analytics.report``;
+this module parses options and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from analytics.cli_common import Command, HomeOption, handled, resolve_home
+from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
+from analytics.materialize import JOBS, Job, refresh
+from analytics.report import write_report
+from analytics.stats import fleet_stats
+from analytics.store import DB_NAME, EventStore, StoreError
+from analytics.terminal import (
+    console,
+    err_console,
+    postmortem_table,
+    retention_table,
+    stats_table,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
+SessionArgument = Annotated[
+    str | None, typer.Argument(help="One session id (default: every session)")
+]
+
+
+@contextmanager
+def analysed(root: Path, extra: Sequence[Job] = ()) -> Iterator[EventStore]:
+    """The store of ``root``, opened as its owner, with every job's results up to date (and
+    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``)."""
+    db = root / DB_NAME
+    if not db.exists():
+        raise StoreError(
+            f"no database at {db}: load events first with `compactlens ingest --home {root}` "
+            "(or import/replay transcripts)",
+            str(db),
+        )
+    with EventStore.for_home(root) as store:
+        with err_console.status("updating the analysis of changed sessions…"):
+            refresh(store, (*JOBS, *extra))
+        yield store
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    typer.echo(json.dumps(payload, default=str, ensure_ascii=False))
+
+
+def stats(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Headline figures of every job: compactions, compression, emergencies, retention."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        figures = fleet_stats(store, root / "spool")
+    if as_json:
+        _emit(figures)
+    else:
+        stats_table(figures)
+
+
+def retention(
+    session: SessionArgument = None, as_json: JsonOption = False, home: HomeOption = None
+) -> None:
+    """Anchor retention item by item, and the silent drops of intent and decisions."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        found = retention_json(store, session)
+    if as_json:
+        _emit(found)
+    else:
+        retention_table(found)
+
+
+def postmortem(
+    session: SessionArgument = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+    counterfactuals: Annotated[
+        bool,
+        typer.Option(
+            "--counterfactuals/--no-counterfactuals",
+            help="Replay each emergency's lead-up under single config changes",
+        ),
+    ] = True,
+) -> None:
+    """Emergency post-mortems: lead-up, what pushed it over, what was lost, what would help."""
+    root = resolve_home(home, write=False)
+    extra = (COUNTERFACTUAL_JOB,) if counterfactuals else ()
+    with handled(), analysed(root, extra) as store:
+        found = postmortem_json(store, session, counterfactuals=counterfactuals)
+    if as_json:
+        _emit(found)
+    else:
+        postmortem_table(found)
+
+
+def report(
+    out: Annotated[Path, typer.Argument(help="The HTML file to write")],
+    home: HomeOption = None,
+) -> None:
+    """One self-contained HTML report (Plotly inline: it opens offline)."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        written = write_report(store, out, spool_dir=root / "spool")
+    console.print(f"wrote {written} ({written.stat().st_size:,} bytes)", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the analysis commands to ``app``."""
+    for command in (stats, retention, postmortem, report):
+        app.command(cls=Command)(command)
