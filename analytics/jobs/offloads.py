@@ -45,27 +45,45 @@ def _result_indexes(messages: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_FILE_NAME = r"[\w.\-]+\.txt"
+"""Offload files are ``<sanitised id>[-<hash>].txt``: a mention is such a name in the text."""
+
+
 def _first_mentions(offloads: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
-    """offload_row → first_read_index: the first later message naming each offload's file."""
+    """offload_row → first_read_index: the first later message naming each offload's file.
+
+    Names are pulled out of every message once (a regex) and joined to the offloads, so the
+    cost grows with the messages plus the offloads, not with their product; a file whose name
+    is not ``*.txt`` (not written by compactlens) is matched by substring instead.
+    """
     texts = messages.select(
         "session_id",
         "idx",
         text=pl.concat_str(["content", "tool_calls"], separator="\n", ignore_nulls=True),
     ).filter(pl.col("text").is_not_null())
-    named = (pl.col("file_path").str.len_chars() > 0) & pl.col("text").str.contains(
-        pl.col("file_path"), literal=True
-    )
-    by_name = (pl.col("file_name").str.len_chars() > 0) & pl.col("text").str.contains(
-        pl.col("file_name"), literal=True
-    )
     later = pl.col("idx") > pl.col("result_index").fill_null(-1)
-    return (
-        offloads.select("offload_row", "session_id", "file_path", "file_name", "result_index")
-        .join(texts, on="session_id", how="inner")
-        .filter(later & (named | by_name).fill_null(False))
-        .group_by("offload_row")
-        .agg(first_read_index=pl.col("idx").min())
+    wanted = offloads.select("offload_row", "session_id", "file_path", "file_name", "result_index")
+    txt = wanted.filter(pl.col("file_name").str.ends_with(".txt"))
+    names = (
+        texts.select("session_id", "idx", file_name=pl.col("text").str.extract_all(_FILE_NAME))
+        .explode("file_name")
+        .filter(pl.col("file_name").is_not_null())
+        .unique()
     )
+    found = txt.join(names, on=["session_id", "file_name"], how="inner").filter(later)
+    other = wanted.filter(~pl.col("file_name").str.ends_with(".txt"))
+    if other.height:
+        named = (pl.col("file_path").str.len_chars() > 0) & pl.col("text").str.contains(
+            pl.col("file_path"), literal=True
+        )
+        by_name = (pl.col("file_name").str.len_chars() > 0) & pl.col("text").str.contains(
+            pl.col("file_name"), literal=True
+        )
+        slow = other.join(texts, on="session_id", how="inner").filter(
+            later & (named | by_name).fill_null(False)
+        )
+        found = pl.concat([found.select("offload_row", "idx"), slow.select("offload_row", "idx")])
+    return found.group_by("offload_row").agg(first_read_index=pl.col("idx").min())
 
 
 def offload_read_backs(
