@@ -34,7 +34,7 @@ from analytics.store_files import (
 )
 from compactor.events import Event, parse_event
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 64 * 1024 * 1024
 MAX_RAW = 64 * 1024
 
 
@@ -205,6 +205,7 @@ class Projector:
             if raw.strip():
                 self._parse_into(raw, path.name, parsed.end_line, parsed.batch, parsed.bad)
         parsed.bytes = len(chunk)
+        parsed.batch.seal()
         return parsed
 
     def _commit(self, parsed: _Parsed) -> IngestResult:

@@ -26,14 +26,22 @@ class EventBatch:
     """Each event's payload as JSON text (the upcast form when it came from an older schema)."""
     source: list[str] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
+    sealed: pa.Table | None = field(default=None, repr=False)
+    """``to_arrow()`` made ahead by ``seal`` (the projector's parse thread), while it is current."""
 
     def __len__(self) -> int:
         return len(self.event_id)
 
     def to_arrow(self) -> pa.Table:
+        if self.sealed is not None and self.sealed.num_rows == len(self):
+            return self.sealed
         return pa.table(
             {name: getattr(self, name) for name in _INCOMING_SCHEMA.names}, schema=_INCOMING_SCHEMA
         )
+
+    def seal(self) -> None:
+        """Build the Arrow table now (off the committing thread)."""
+        self.sealed = self.to_arrow()
 
 
 @dataclass(frozen=True)
