@@ -1,0 +1,72 @@
+"""The tuning lab: replay sessions under many configurations and rival strategies.
+
+Strategies (``analytics.tuning.strategies``, ``analytics.tuning.rivals``) turn an imported
+session into the views they would have sent; ``measure`` turns those into figures; the grid and
+the Optuna search choose what to try; replays fan out over a process pool or a Dask cluster;
+every trial is logged to ``<home>/tuning/<run_id>.jsonl`` (resumable, read back by
+``load_runs``); ``run_tune`` recommends a configuration chosen on some sessions and reports its
+figures on held-back ones. The CLI (``compactlens tune``) prints what ``run_tune`` returns.
+"""
+
+from analytics.tuning.execution import evaluate, open_backend
+from analytics.tuning.lab import (
+    STRATEGY_KEYS,
+    TuneProgress,
+    TuneProgressCallback,
+    TuneReport,
+    run_tune,
+    tune_json,
+)
+from analytics.tuning.metrics import SessionMetrics, measure, totals
+from analytics.tuning.pareto import pareto_front
+from analytics.tuning.recommend import Recommendation, split_sessions
+from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
+from analytics.tuning.runlog import TuningFrames, load_runs
+from analytics.tuning.specs import (
+    DEFAULT_GRID,
+    STRATEGY_KINDS,
+    StrategySpec,
+    grid_specs,
+    load_grid,
+    rival_specs,
+)
+from analytics.tuning.strategies import (
+    NoCompaction,
+    ProgressiveStrategy,
+    Strategy,
+    StrategyResult,
+    TurnView,
+)
+
+__all__ = [
+    "DEFAULT_GRID",
+    "STRATEGY_KEYS",
+    "STRATEGY_KINDS",
+    "NoCompaction",
+    "ObservationMasking",
+    "OpenHandsCondenser",
+    "ProgressiveStrategy",
+    "Recommendation",
+    "SessionMetrics",
+    "Strategy",
+    "StrategyResult",
+    "StrategySpec",
+    "ThresholdSummary",
+    "TuneProgress",
+    "TuneProgressCallback",
+    "TuneReport",
+    "TuningFrames",
+    "TurnView",
+    "evaluate",
+    "grid_specs",
+    "load_grid",
+    "load_runs",
+    "measure",
+    "open_backend",
+    "pareto_front",
+    "rival_specs",
+    "run_tune",
+    "split_sessions",
+    "totals",
+    "tune_json",
+]

@@ -1,0 +1,288 @@
+"""``run_tune``: the tuning lab end to end, and ``tune_json`` (SPEC 5.3 ``tune --json``).
+
+Imports the sessions, splits them into tuning and held-back sessions, evaluates the rivals and
+the grid (then the Optuna search) on every session through a backend, logging each trial as it
+finishes, and recommends a configuration chosen on the tuning sessions; the figures reported
+(the table, the Pareto front) are those on the held-back sessions. Printing is the CLI's job:
+progress goes through a callback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analytics.errors import AnalyticsError
+from analytics.importers import ImportedSession, ImportIssue, import_path
+from analytics.tuning.execution import Backend, Task, open_backend
+from analytics.tuning.metrics import SessionMetrics
+from analytics.tuning.pareto import pareto_front
+from analytics.tuning.recommend import (
+    Recommendation,
+    figures_table,
+    model_profiles,
+    recommend,
+    split_sessions,
+)
+from analytics.tuning.runlog import RunLog, TrialRecord, new_header, run_path
+from analytics.tuning.search import optuna_search
+from analytics.tuning.specs import (
+    DEFAULT_GRID,
+    STRATEGY_KINDS,
+    StrategySpec,
+    grid_specs,
+    load_grid,
+    rival_specs,
+)
+
+PathArg = str | os.PathLike[str]
+STRATEGY_KEYS = (
+    "name",
+    "kind",
+    "config",
+    "tokens_billed",
+    "saved_share",
+    "summarizer_tokens",
+    "turns_over_window",
+    "emergencies",
+    "artifact_retention",
+    "anchor_retention",
+    "violations",
+)
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """Trials done of all planned, the best feasible progressive trial so far, an ETA."""
+
+    done: int
+    total: int
+    best_name: str = ""
+    best_tokens_billed: int | None = None
+    eta_s: float | None = None
+
+
+TuneProgressCallback = Callable[[TuneProgress], None]
+
+
+@dataclass
+class TuneReport:
+    """What a tuning run found. ``table`` holds each trial's figures on the held-back sessions."""
+
+    run_id: str
+    window: int
+    path: Path
+    sessions: int
+    tune_sessions: list[str]
+    held_back_sessions: list[str]
+    table: pl.DataFrame
+    specs: dict[str, StrategySpec]
+    pareto: list[str]
+    recommended: Recommendation | None
+    profiles: list[Recommendation] = field(default_factory=list)
+    issues: list[ImportIssue] = field(default_factory=list)
+    resumed: int = 0
+    evaluated: int = 0
+
+
+def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
+    sessions: dict[str, ImportedSession] = {}
+    issues: list[ImportIssue] = []
+    for path in paths:
+        found, problems = import_path(Path(path))
+        issues += problems
+        for s in found:
+            if s.turns:
+                sessions.setdefault(s.session_id, s)
+    return [sessions[k] for k in sorted(sessions)], issues
+
+
+def _run_id(
+    sessions: Sequence[ImportedSession], window: int, specs: Sequence[StrategySpec], trials: int
+) -> str:
+    h = hashlib.sha256()
+    for s in sessions:
+        h.update(s.session_id.encode())
+        h.update(s.model_dump_json(include={"messages"}).encode())
+    h.update(json.dumps([window, trials, [x.model_dump(mode="json") for x in specs]]).encode())
+    return h.hexdigest()[:12]
+
+
+class _Runner:
+    """Evaluates tasks not yet in the log, logs them, and reports progress."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        window: int,
+        total: int,
+        open_: Callable[[], Backend],
+        progress: TuneProgressCallback | None,
+        tune_ids: set[str],
+    ) -> None:
+        self.log, self.window, self.total, self._open = log, window, total, open_
+        self.progress, self.tune_ids = progress, tune_ids
+        self.backend: Backend | None = None
+        self.evaluated = 0
+        self.started = time.perf_counter()
+        self.best: tuple[int, str] | None = None
+
+    def __call__(self, tasks: Sequence[Task]) -> dict[str, list[SessionMetrics]]:
+        missing = [t for t in tasks if t[0] not in self.log.done]
+        if missing:
+            specs = dict(missing)
+            if self.backend is None:
+                self.backend = self._open()
+            for key, metrics in self.backend.run(missing, self.window):
+                spec = specs[key]
+                self.log.add(
+                    TrialRecord(
+                        run_id=self.log.header.run_id,
+                        key=key,
+                        name=spec.name,
+                        spec=spec,
+                        metrics=metrics,
+                    )
+                )
+                self.evaluated += 1
+                self._report(spec, metrics)
+        return {key: self.log.done[key].metrics for key, _ in tasks}
+
+    def _report(self, spec: StrategySpec, metrics: list[SessionMetrics]) -> None:
+        tune = [m for m in metrics if m.session_id in self.tune_ids]
+        if spec.kind == "progressive" and not any(
+            m.turns_over_window or m.violations for m in tune
+        ):
+            billed = sum(m.tokens_billed for m in tune)
+            if self.best is None or billed < self.best[0]:
+                self.best = (billed, spec.name)
+        if self.progress is None:
+            return
+        done = len(self.log.done)
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.evaluated * max(self.total - done, 0)
+        best_tokens, best_name = self.best if self.best else (None, "")
+        self.progress(TuneProgress(done, self.total, best_name, best_tokens, eta))
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+def _grid(grid: PathArg | Mapping[str, Sequence[Any]] | None) -> Mapping[str, Sequence[Any]]:
+    if grid is None:
+        return DEFAULT_GRID
+    if isinstance(grid, Mapping):
+        return grid
+    return load_grid(Path(grid))
+
+
+def run_tune(
+    paths: Sequence[PathArg],
+    window: int,
+    grid: PathArg | Mapping[str, Sequence[Any]] | None = None,
+    trials: int = 0,
+    strategies: Sequence[str] | None = None,
+    workers: int | None = None,
+    dask: str | None = None,
+    home: PathArg = "data",
+    progress: TuneProgressCallback | None = None,
+    *,
+    seed: int = 0,
+) -> TuneReport:
+    """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
+    ``window``; resumes the same run if it was interrupted. Raises ``AnalyticsError`` when no
+    session has a turn, ``ValueError`` for a bad grid or strategy name."""
+    kinds = list(strategies or STRATEGY_KINDS)
+    unknown = sorted(set(kinds) - set(STRATEGY_KINDS))
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
+    sessions, issues = _load(paths)
+    if not sessions:
+        raise AnalyticsError(f"no session with a model turn in {[str(p) for p in paths]}")
+    use_progressive = "progressive" in kinds
+    fixed = rival_specs(kinds) + (grid_specs(_grid(grid)) if use_progressive else [])
+    trials = trials if use_progressive else 0
+    tasks: list[Task] = [
+        (f"{'grid' if s.kind == 'progressive' else 'rival'}:{s.name}", s) for s in fixed
+    ]
+    ids = [s.session_id for s in sessions]
+    tune_ids, held_ids = split_sessions(ids)
+    run_id = _run_id(sessions, window, fixed, trials) + f"-s{seed}"
+    home_path = Path(home)
+    log = RunLog(
+        run_path(home_path, run_id), new_header(run_id, window, ids, held_ids, len(tasks) + trials)
+    )
+    resumed = len(log.done)
+    runner = _Runner(
+        log,
+        window,
+        len(tasks) + trials,
+        lambda: open_backend(sessions, workers=workers, dask=dask),
+        progress,
+        set(tune_ids),
+    )
+    try:
+        runner(tasks)
+        searched = optuna_search(trials, runner, set(tune_ids), seed=seed) if trials else []
+    finally:
+        runner.close()
+    specs = dict(tasks + searched)
+    results = {key: (spec, log.done[key].metrics) for key, spec in specs.items()}
+    report = _report(results, run_id, window, home_path, log.path, tune_ids, held_ids)
+    report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
+    return report
+
+
+def _report(
+    results: Mapping[str, tuple[StrategySpec, Sequence[SessionMetrics]]],
+    run_id: str,
+    window: int,
+    home: Path,
+    path: Path,
+    tune_ids: list[str],
+    held_ids: list[str],
+) -> TuneReport:
+    table = figures_table(results, set(held_ids), window)
+    progressive = {k: v for k, v in results.items() if v[0].kind == "progressive"}
+    folder = home / "tuning"
+    rec_path = folder / f"{run_id}-recommended.toml"
+    chosen = recommend(progressive, set(tune_ids), set(held_ids), window, rec_path)
+    profiles = model_profiles(progressive, set(tune_ids), set(held_ids), window, folder, run_id)
+    return TuneReport(
+        run_id=run_id,
+        window=window,
+        path=path,
+        sessions=len(set(tune_ids) | set(held_ids)),
+        tune_sessions=tune_ids,
+        held_back_sessions=held_ids,
+        table=table,
+        specs={k: v[0] for k, v in results.items()},
+        pareto=pareto_front(table) if table.height else [],
+        recommended=chosen,
+        profiles=profiles,
+    )
+
+
+def tune_json(report: TuneReport) -> dict[str, Any]:
+    """SPEC 5.3 ``tune --json``: every strategy's figures on the held-back sessions, the
+    Pareto front's names, and the recommended configuration and its TOML path."""
+    rows = []
+    for row in report.table.to_dicts():
+        spec = report.specs[row["key"]]
+        rows.append({k: spec.settings() if k == "config" else row[k] for k in STRATEGY_KEYS})
+    rec = report.recommended
+    recommended = {
+        "name": rec.name if rec else None,
+        "config": rec.spec.settings() if rec else None,
+        "path": str(rec.path) if rec else None,
+    }
+    return {"strategies": rows, "pareto": report.pareto, "recommended": recommended}

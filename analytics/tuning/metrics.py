@@ -1,0 +1,238 @@
+"""Figures of one strategy on one session, and their sums over many sessions.
+
+``measure`` reads a ``StrategyResult``: tokens billed (the views, ``estimate_tokens`` each, plus
+what the summariser read and wrote), turns over the window, emergencies, the peak ratio, artifact
+retention, anchor retention and invariant violations (``validate_history`` on every view, and
+the task missing from a view).
+
+Artifact retention is this module's own simple measure (``analytics.jobs`` has no artifacts job
+yet; swap :func:`artifact_counts` when it has): the artifacts are the file paths and commands in
+the tool calls and the user/assistant text of every message a strategy took out of the context
+(summarised, dropped or replaced), and an artifact is retained when its text is still somewhere
+in the view that replaced it. Anchor retention is the analytics job's item-level survival from
+each summary to the next (``analytics.jobs.retention``), over every kind of anchor.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+from analytics.importers import ImportedSession
+from analytics.jobs.retention import anchor_survival, retention_detail
+from analytics.tuning.strategies import StrategyResult, view_bytes
+from compactor import Anchor, Message, estimate_tokens, find_task_index, validate_history
+
+_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file")
+_COMMAND_KEYS = ("command", "cmd", "script")
+_PATH_RE = re.compile(
+    r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z]{1,8}\b"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|js|ts|tsx|go|rs|java|c|h|cpp|md|json|toml|ya?ml|txt|sh|rb|cfg|ini)\b"
+)
+_WS_RE = re.compile(r"\s+")
+_COMMAND_CHARS = 40
+_TASK_PROBE_CHARS = 100
+
+
+class SessionMetrics(BaseModel):
+    """One strategy on one session. ``wall_time_s`` is the only figure that is not reproducible."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    model: str = ""
+    turns: int = 0
+    view_tokens: int = 0
+    uncompacted_tokens: int = 0
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    turns_over_window: int = 0
+    emergencies: int = 0
+    peak_tokens: int = 0
+    artifacts_at_risk: int = 0
+    artifacts_kept: int = 0
+    anchor_items_next: int = 0
+    anchor_items_kept: int = 0
+    violations: int = 0
+    wall_time_s: float = 0.0
+
+    @property
+    def tokens_billed(self) -> int:
+        return self.view_tokens + self.summarizer_input_tokens + self.summarizer_output_tokens
+
+
+def _normalise(text: str) -> str:
+    return _WS_RE.sub(" ", text).strip()
+
+
+def message_artifacts(msg: Message) -> set[str]:
+    """File paths and commands (first line, first 40 characters) a message names."""
+    found: set[str] = set()
+    for tc in msg.tool_calls:
+        try:
+            args = json.loads(tc.arguments)
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            for key in _PATH_KEYS:
+                if isinstance(args.get(key), str) and args[key].strip():
+                    found.add(_normalise(args[key]))
+            for key in _COMMAND_KEYS:
+                value = args.get(key)
+                if isinstance(value, str) and value.strip():
+                    line = value.strip().splitlines()[0]
+                    found.add(_normalise(line)[:_COMMAND_CHARS].strip())
+        found.update(_PATH_RE.findall(tc.arguments[:4000]))
+    if msg.role in ("user", "assistant") and not msg.is_tool_result:
+        found.update(_PATH_RE.findall(msg.content[:20000]))
+    return {a for a in found if a}
+
+
+def _view_text(view: Sequence[Message]) -> str:
+    parts: list[str] = []
+    for m in view:
+        parts.append(m.content)
+        parts.extend(tc.arguments for tc in m.tool_calls)
+    return _normalise("\n".join(parts))
+
+
+def artifact_counts(result: StrategyResult) -> tuple[int, int]:
+    """(artifacts at risk, artifacts kept) over every turn of ``result``.
+
+    At each turn the strategy's input is its previous view plus the messages appended since;
+    the messages of that input missing from the new view were taken out, and their artifacts
+    are at risk; those whose text is in the new view were kept.
+    """
+    at_risk = kept = 0
+    previous: list[Message] = [result.system] if result.system is not None else []
+    upto = 0
+    for turn in result.turns:
+        incoming = [*previous, *result.history[upto : turn.index]]
+        present = {id(m) for m in turn.view}
+        artifacts: set[str] = set()
+        for m in incoming:
+            if id(m) not in present:
+                artifacts |= message_artifacts(m)
+        if artifacts:
+            text = _view_text(turn.view)
+            at_risk += len(artifacts)
+            kept += sum(1 for a in artifacts if a in text)
+        previous, upto = turn.view, turn.index
+    return at_risk, kept
+
+
+def anchor_counts(summaries: Sequence[Sequence[Anchor]]) -> tuple[int, int]:
+    """(anchor items of a summary that has a next one, those kept or changed in the next)."""
+    rows = [
+        {
+            "session_id": "s",
+            "compaction_id": f"c{k}",
+            "seq": k,
+            "anchor_type": a.type.value,
+            "position": p,
+            "item": item,
+        }
+        for k, anchors in enumerate(summaries)
+        for a in anchors
+        for p, item in enumerate(a.items)
+    ]
+    if len(summaries) < 2 or not rows:
+        return 0, 0
+    survival = anchor_survival(retention_detail(pl.DataFrame(rows)))
+    items = survival["items_next"].fill_null(0)
+    share = survival["survival_next"].fill_null(0.0)
+    return int(items.sum()), round(float((items * share).sum()))
+
+
+def _task_present(view: Sequence[Message], task: Message) -> bool:
+    if any(m is task for m in view):
+        return True
+    probe = task.content.strip()[:_TASK_PROBE_CHARS]
+    return any(probe in m.content for m in view)
+
+
+def violation_count(result: StrategyResult) -> int:
+    """Turns with a broken tool exchange, plus turns whose view lacks the task."""
+    task_index = find_task_index(result.history)
+    count = 0
+    for turn in result.turns:
+        if validate_history(turn.view):
+            count += 1
+        task = result.history[task_index] if task_index is not None else None
+        if task_index is not None and task_index < turn.index and task is not None:
+            count += 0 if _task_present(turn.view, task) else 1
+    return count
+
+
+def uncompacted_tokens(result: StrategyResult, original: Sequence[Message]) -> int:
+    """The views without any compaction, summed over the turns."""
+    head = view_bytes([result.system]) if result.system is not None else 0
+    total = 0
+    running, upto = head, 0
+    for turn in result.turns:
+        running += view_bytes(original[upto : turn.index])
+        upto = turn.index
+        total += running // 4
+    return total
+
+
+def measure(
+    session: ImportedSession, result: StrategyResult, window: int, wall_time_s: float = 0.0
+) -> SessionMetrics:
+    """Every figure of ``result`` (``session`` replayed under one strategy at ``window``)."""
+    original = session.messages[1:] if result.system is not None else session.messages
+    tokens = [estimate_tokens(t.view) for t in result.turns]
+    at_risk, kept = artifact_counts(result)
+    items_next, items_kept = anchor_counts(result.summaries)
+    return SessionMetrics(
+        session_id=session.session_id,
+        model=session.model or "",
+        turns=len(result.turns),
+        view_tokens=sum(tokens),
+        uncompacted_tokens=uncompacted_tokens(result, original),
+        summarizer_input_tokens=result.summarizer_input_tokens,
+        summarizer_output_tokens=result.summarizer_output_tokens,
+        turns_over_window=sum(1 for t in tokens if t > window),
+        emergencies=sum(1 for t in result.turns if t.emergency),
+        peak_tokens=max(tokens, default=0),
+        artifacts_at_risk=at_risk,
+        artifacts_kept=kept,
+        anchor_items_next=items_next,
+        anchor_items_kept=items_kept,
+        violations=violation_count(result),
+        wall_time_s=wall_time_s,
+    )
+
+
+def totals(rows: Iterable[SessionMetrics], window: int) -> dict[str, float | int | None]:
+    """The figures of many sessions: sums, the peak ratio, retention shares (SPEC 5.3 names).
+
+    Artifact retention is 1.0 when nothing was at risk; anchor retention is None when no
+    summary had a successor.
+    """
+    rows = list(rows)
+    billed = sum(r.tokens_billed for r in rows)
+    uncompacted = sum(r.uncompacted_tokens for r in rows)
+    at_risk = sum(r.artifacts_at_risk for r in rows)
+    items = sum(r.anchor_items_next for r in rows)
+    return {
+        "sessions": len(rows),
+        "turns": sum(r.turns for r in rows),
+        "tokens_billed": billed,
+        "uncompacted_tokens": uncompacted,
+        "saved_share": 1 - billed / uncompacted if uncompacted else 0.0,
+        "summarizer_tokens": sum(
+            r.summarizer_input_tokens + r.summarizer_output_tokens for r in rows
+        ),
+        "turns_over_window": sum(r.turns_over_window for r in rows),
+        "emergencies": sum(r.emergencies for r in rows),
+        "peak_ratio": max((r.peak_tokens for r in rows), default=0) / window if window else 0.0,
+        "artifact_retention": sum(r.artifacts_kept for r in rows) / at_risk if at_risk else 1.0,
+        "anchor_retention": sum(r.anchor_items_kept for r in rows) / items if items else None,
+        "violations": sum(r.violations for r in rows),
+        "wall_time_s": sum(r.wall_time_s for r in rows),
+    }

@@ -1,0 +1,162 @@
+"""Cross-validated recommendation: choose on the tuning sessions, report on the held-back ones.
+
+Sessions are split by a hash of their id (about 30% held back; stable across runs and machines).
+Among the progressive trials feasible on the tuning sessions (no turn over the window, no
+violation), the recommendation is the one billing the fewest tokens whose artifact retention is
+within ``RETENTION_SLACK`` of the best feasible retention. It is written as a TOML file of
+``CompactorConfig`` fields (what ``--config`` and ``CompactorConfig`` load); tool-time offload,
+which is not a config field, is stated in its header comment. A profile per model is chosen the
+same way on each model's own tuning sessions when enough sessions name that model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import tomli_w
+
+from analytics.tuning.metrics import SessionMetrics, totals
+from analytics.tuning.pareto import feasible
+from analytics.tuning.specs import StrategySpec
+
+HELD_BACK_SHARE = 0.3
+RETENTION_SLACK = 0.02
+MIN_PROFILE_SESSIONS = 5
+
+
+def split_sessions(session_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(tuning ids, held-back ids) by a hash of each id; both non-empty when there are >= 2
+    (a single session is both)."""
+
+    def bucket(sid: str) -> float:
+        return int(hashlib.sha256(sid.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+    if len(session_ids) < 2:
+        return list(session_ids), list(session_ids)
+    held = [s for s in session_ids if bucket(s) < HELD_BACK_SHARE]
+    tune = [s for s in session_ids if bucket(s) >= HELD_BACK_SHARE]
+    if not held:
+        held, tune = tune[-1:], tune[:-1]
+    if not tune:
+        tune, held = held[:1], held[1:]
+    return tune, held
+
+
+def figures_table(
+    trials: Mapping[str, tuple[StrategySpec, Sequence[SessionMetrics]]],
+    session_ids: Collection[str],
+    window: int,
+) -> pl.DataFrame:
+    """One row per trial: its totals over ``session_ids`` (``key``, ``name``, ``kind`` first)."""
+    rows: list[dict[str, Any]] = []
+    for key, (spec, metrics) in trials.items():
+        chosen = [m for m in metrics if m.session_id in session_ids]
+        rows.append({"key": key, "name": spec.name, "kind": spec.kind, **totals(chosen, window)})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def choose(table: pl.DataFrame) -> str | None:
+    """The key of the recommended progressive trial in ``table`` (None if none is feasible)."""
+    pool = feasible(table.filter(pl.col("kind") == "progressive"))
+    if pool.height == 0:
+        return None
+    best = float(pool["artifact_retention"].max())  # type: ignore[arg-type]
+    good = pool.filter(pl.col("artifact_retention") >= best - RETENTION_SLACK)
+    key: str = good.sort("tokens_billed", "name")["key"][0]
+    return key
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A recommended spec, where it was written, and its figures on the held-back sessions."""
+
+    key: str
+    name: str
+    spec: StrategySpec
+    path: Path
+    tune: dict[str, Any]
+    held_back: dict[str, Any]
+    model: str = ""
+
+
+def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
+    """The spec's ``CompactorConfig`` as TOML (loadable by ``--config``), with ``note`` and
+    the tool-time offload setting as comments."""
+    assert spec.config is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hook = "on" if spec.tool_time_offload else "off"
+    header = (
+        f"# compactlens tune: {note}\n"
+        f"# tool-time offload (OffloadHook with offload_threshold): {hook}\n"
+    )
+    body = tomli_w.dumps(spec.config.model_dump(mode="json"))
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60] or "model"
+
+
+def recommend(
+    trials: Mapping[str, tuple[StrategySpec, Sequence[SessionMetrics]]],
+    tune_ids: Collection[str],
+    held_ids: Collection[str],
+    window: int,
+    path: Path,
+    *,
+    model: str = "",
+) -> Recommendation | None:
+    """Choose on ``tune_ids``, write the TOML to ``path``, report on ``held_ids``."""
+    tune_table = figures_table(trials, tune_ids, window)
+    key = choose(tune_table) if tune_table.height else None
+    if key is None:
+        return None
+    spec, metrics = trials[key]
+    held_rows = [m for m in metrics if m.session_id in held_ids]
+    scope = f"model {model}" if model else "all models"
+    note = f"{spec.name}, window {window}, chosen on {len(tune_ids)} sessions ({scope})"
+    return Recommendation(
+        key=key,
+        name=spec.name,
+        spec=spec,
+        path=write_config(spec, path, note),
+        tune=tune_table.filter(pl.col("key") == key).to_dicts()[0],
+        held_back=totals(held_rows, window),
+        model=model,
+    )
+
+
+def model_profiles(
+    trials: Mapping[str, tuple[StrategySpec, Sequence[SessionMetrics]]],
+    tune_ids: Collection[str],
+    held_ids: Collection[str],
+    window: int,
+    folder: Path,
+    stem: str,
+) -> list[Recommendation]:
+    """A recommendation per model with at least ``MIN_PROFILE_SESSIONS`` tuning sessions."""
+    some = next(iter(trials.values()), None)
+    if some is None:
+        return []
+    by_model: dict[str, list[str]] = {}
+    for m in some[1]:
+        if m.model:
+            by_model.setdefault(m.model, []).append(m.session_id)
+    out: list[Recommendation] = []
+    for model, ids in sorted(by_model.items()):
+        tune = [s for s in ids if s in tune_ids]
+        held = [s for s in ids if s in held_ids]
+        if len(tune) < MIN_PROFILE_SESSIONS or not held:
+            continue
+        path = folder / f"{stem}-recommended-{_safe(model)}.toml"
+        found = recommend(trials, set(tune), set(held), window, path, model=model)
+        if found is not None:
+            out.append(found)
+    return out

@@ -1,0 +1,250 @@
+"""Compaction strategies behind one interface, replayed turn by turn over an imported session.
+
+A strategy turns a session into the view it would have sent before each assistant message
+(``StrategyResult.turns``), plus what its summariser read and wrote. ``ProgressiveStrategy`` is
+the product (``CompactionSession`` with the offline ``ExtractiveSummarizer``, ``calibrate=False``
+so every strategy is measured with the same byte estimate); ``NoCompaction`` is the baseline of
+hard truncation at the window. The other rivals live in ``analytics.tuning.rivals``. Nothing
+here measures (``analytics.tuning.metrics`` does) or writes outside a temporary folder.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from analytics.importers import ImportedSession
+from analytics.replay import replay_session
+from compactor import (
+    Anchor,
+    CompactionOffloader,
+    CompactionRecord,
+    CompactionTier,
+    CompactorConfig,
+    ExtractiveSummarizer,
+    Message,
+    OffloadHook,
+    PreviousCompaction,
+    ProgressiveCompactor,
+    Summarizer,
+    SummaryResult,
+    TokenUsage,
+    estimate_tokens,
+    find_task_index,
+)
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """The view a strategy sent before the assistant message at ``index`` of the session."""
+
+    index: int
+    view: list[Message]
+    emergency: bool = False
+    """Messages were dropped without being summarised (a forced truncation) this turn."""
+
+
+@dataclass
+class StrategyResult:
+    """Every view of one session under one strategy, and what its summariser cost."""
+
+    history: list[Message]
+    """The messages as the strategy appended them (after tool-time offload, if any)."""
+    system: Message | None
+    turns: list[TurnView] = field(default_factory=list)
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    summaries: list[list[Anchor]] = field(default_factory=list)
+    """The anchors of each summary, in order (for anchor retention)."""
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """One way of keeping a context under a window."""
+
+    @property
+    def name(self) -> str: ...
+
+    def run(self, session: ImportedSession, window: int) -> StrategyResult: ...
+
+
+class MeteredSummarizer:
+    """The ``ExtractiveSummarizer``, reporting what an LLM summariser would have read and written.
+
+    Input tokens: the transcript plus the previous compaction it merges into; output tokens: the
+    text written; both with ``estimate_tokens``, so every strategy's summaries cost the same.
+    ``inner`` replaces the extractive summariser (tests use a fixed text).
+    """
+
+    def __init__(self, inner: Summarizer | None = None) -> None:
+        self._inner = inner or ExtractiveSummarizer()
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def summarize(
+        self, transcript: list[Message], previous: PreviousCompaction | None
+    ) -> SummaryResult:
+        result = self._inner.summarize(transcript, previous)
+        read = estimate_tokens(transcript)
+        if previous is not None:
+            read += estimate_tokens([Message(role="user", content=previous.render())])
+        wrote = estimate_tokens([Message(role="assistant", content=result.text)])
+        self.input_tokens += read
+        self.output_tokens += wrote
+        usage = TokenUsage(input_tokens=read, output_tokens=wrote)
+        return SummaryResult(text=result.text, usage=usage, model=result.model)
+
+
+def split_system(session: ImportedSession) -> tuple[Message | None, list[Message]]:
+    msgs = session.messages
+    if msgs and msgs[0].role == "system":
+        return msgs[0], list(msgs[1:])
+    return None, list(msgs)
+
+
+def turn_indices(history: Sequence[Message]) -> list[int]:
+    """History indices of the assistant messages: the points where the agent called the model."""
+    return [i for i, m in enumerate(history) if m.role == "assistant"]
+
+
+def view_bytes(msgs: Sequence[Message]) -> int:
+    """The bytes ``estimate_tokens`` counts (so ``bytes // 4`` is the estimate)."""
+    total = 0
+    for m in msgs:
+        total += len(m.content.encode("utf-8", "surrogatepass"))
+        for tc in m.tool_calls:
+            total += len(f"{tc.id}{tc.name}{tc.arguments}".encode("utf-8", "surrogatepass"))
+        if m.tool_call_id:
+            total += len(m.tool_call_id.encode("utf-8", "surrogatepass"))
+    return total
+
+
+def tail_start(msgs: Sequence[Message], keep: int) -> int:
+    """Start of the newest ``keep`` messages, moved back so it is not a tool result."""
+    start = max(len(msgs) - keep, 0)
+    while 0 < start < len(msgs) and msgs[start].is_tool_result:
+        start -= 1
+    return start
+
+
+def fitting_suffix(msgs: Sequence[Message], budget_bytes: int) -> int:
+    """Start of the longest suffix of ``msgs`` within ``budget_bytes`` that does not begin with
+    a tool result (``len(msgs)`` when nothing fits): dropping the oldest, pair-safely."""
+    best = len(msgs)
+    used = 0
+    for start in range(len(msgs) - 1, -1, -1):
+        used += view_bytes([msgs[start]])
+        if used > budget_bytes:
+            break
+        if not msgs[start].is_tool_result:
+            best = start
+    return best
+
+
+def window_bytes(window: int) -> int:
+    """The largest byte count whose estimate (``bytes // 4``) is still within ``window``."""
+    return 4 * window + 3
+
+
+def truncate_to_window(
+    base: list[Message], rest: Sequence[Message], window: int
+) -> tuple[list[Message], bool]:
+    """``base`` plus the newest of ``rest`` that fit the window, pair-safe; True if any dropped."""
+    if view_bytes(base) + view_bytes(rest) <= window_bytes(window):
+        return [*base, *rest], False
+    start = fitting_suffix(rest, window_bytes(window) - view_bytes(base))
+    return [*base, *rest[start:]], True
+
+
+@dataclass(frozen=True)
+class NoCompaction:
+    """No compaction; when the view exceeds the window, the oldest messages are dropped
+    (pair-safe) until it fits. The system message and the task are always kept."""
+
+    @property
+    def name(self) -> str:
+        return "no-compaction"
+
+    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+        system, history = split_system(session)
+        result = StrategyResult(history=history, system=system)
+        task = find_task_index(history)
+        head = [system] if system is not None else []
+        for i in turn_indices(history):
+            view, dropped = [*head, *history[:i]], False
+            if view_bytes(view) > window_bytes(window):
+                if task is not None and task < i:
+                    view, dropped = truncate_to_window(
+                        [*head, history[task]], history[task + 1 : i], window
+                    )
+                else:
+                    view, dropped = truncate_to_window(head, history[:i], window)
+            result.turns.append(TurnView(index=i, view=view, emergency=dropped))
+        return result
+
+
+@dataclass(frozen=True)
+class ProgressiveStrategy:
+    """The ``ProgressiveCompactor`` with ``config`` through ``CompactionSession``.
+
+    With ``tool_time_offload`` every tool result goes through an ``OffloadHook`` as it is
+    appended, with the config's ``offload_threshold``, ``preview_lines`` and ``preview_chars``.
+    """
+
+    config: CompactorConfig
+    tool_time_offload: bool = False
+
+    @property
+    def name(self) -> str:
+        c = self.config
+        hook = " +hook" if self.tool_time_offload else ""
+        return (
+            f"progressive w{c.warn:g} s{c.soft:g} f{c.full:g} tail{c.min_tail_messages} "
+            f"off{c.offload_threshold}{hook}"
+        )
+
+    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+        system, _ = split_system(session)
+        with tempfile.TemporaryDirectory(prefix="compactlens-tune-") as work_dir:
+            messages = self._appended(session, work_dir)
+            history = messages[1:] if system is not None else messages
+            result = StrategyResult(history=history, system=system)
+            summarizer = MeteredSummarizer()
+            compactor = ProgressiveCompactor(
+                summarizer,
+                window,
+                config=self.config,
+                offloader=CompactionOffloader(work_dir, "tune"),
+            )
+
+            def on_view(i: int, view: list[Message], record: CompactionRecord) -> None:
+                emergency = record.effective and record.tier == CompactionTier.EMERGENCY
+                offset = 1 if system is not None else 0
+                result.turns.append(TurnView(index=i - offset, view=view, emergency=emergency))
+                if record.effective and record.summarizer is not None and record.anchors:
+                    result.summaries.append(list(record.anchors))
+
+            imported = session.model_copy(update={"messages": messages})
+            replay_session(imported, compactor, session_id="tune", on_view=on_view, calibrate=False)
+        result.summarizer_input_tokens = summarizer.input_tokens
+        result.summarizer_output_tokens = summarizer.output_tokens
+        return result
+
+    def _appended(self, session: ImportedSession, work_dir: str) -> list[Message]:
+        if not self.tool_time_offload:
+            return list(session.messages)
+        c = self.config
+        hook = OffloadHook(
+            work_dir,
+            "tune",
+            threshold=c.offload_threshold,
+            preview_lines=c.preview_lines,
+            preview_chars=c.preview_chars,
+        )
+        names = {tc.id: tc.name for m in session.messages for tc in m.tool_calls}
+        return [
+            hook(m, tool_name=names.get(m.tool_call_id or "", "")) if m.is_tool_result else m
+            for m in session.messages
+        ]
