@@ -137,8 +137,47 @@ def lead_up(
     )
 
 
-def tool_names(messages: pl.DataFrame) -> pl.DataFrame:
-    """session_id, idx, tool_name: the tool each message calls or answers (null if none)."""
+_ID = r'"id"\s*:\s*"((?:[^"\\]|\\.)*)"'
+_NAME = r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def _calls(with_calls: pl.DataFrame) -> pl.DataFrame:
+    """session_id, call_idx, id, name of every tool call. The ids and names are read with two
+    regexes (JSON decoding is many times slower); a message whose ids and names do not pair up
+    (an unusual serialisation) is decoded as JSON instead."""
+    pairs = with_calls.select(
+        "session_id",
+        pl.col("idx").alias("call_idx"),
+        pl.col("tool_calls").str.extract_all(_ID).alias("id"),
+        pl.col("tool_calls").str.extract_all(_NAME).alias("name"),
+        "tool_calls",
+    )
+    regular = pl.col("id").list.len() == pl.col("name").list.len()
+    fast = (
+        pairs.filter(regular)
+        .select("session_id", "call_idx", "id", "name")
+        .explode("id", "name")
+        .filter(pl.col("id").is_not_null())
+        .with_columns(pl.col("id").str.replace(_ID, "$1"), pl.col("name").str.replace(_NAME, "$1"))
+    )
+    odd = pairs.filter(~regular)
+    if odd.is_empty():
+        return fast
+    decoded = (
+        odd.select(
+            "session_id", "call_idx", pl.col("tool_calls").str.json_decode(_CALLS_DTYPE).alias("c")
+        )
+        .explode("c")
+        .filter(pl.col("c").is_not_null())
+        .select("session_id", "call_idx", pl.col("c").struct.field("id", "name"))
+    )
+    return pl.concat([fast, decoded])
+
+
+def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl.DataFrame:
+    """session_id, idx, tool_name: the tool each message calls or answers (null if none), for
+    every message, or only for the (session_id, idx) rows of ``wanted`` (calls are still looked
+    up among all of ``messages``: a result's call comes before it)."""
     own = pl.col("name") if "name" in messages.columns else pl.lit(None)
     messages = messages.select(
         pl.col("session_id").cast(pl.String),
@@ -147,19 +186,12 @@ def tool_names(messages: pl.DataFrame) -> pl.DataFrame:
         pl.col("tool_calls").cast(pl.String),
         own.cast(pl.String).alias("own"),
     )
-    calls = (
-        messages.filter(pl.col("tool_calls").is_not_null())
-        .select(
-            "session_id",
-            pl.col("idx").alias("call_idx"),
-            pl.col("tool_calls").str.json_decode(_CALLS_DTYPE).alias("call"),
-        )
-        .explode("call")
-        .filter(pl.col("call").is_not_null())
-        .select("session_id", "call_idx", pl.col("call").struct.field("id", "name"))
-    )
+    rows = messages.select("session_id", "idx", "own", "tool_call_id")
+    if wanted is not None:
+        rows = rows.join(wanted.select("session_id", "idx").unique(), on=["session_id", "idx"])
+    calls = _calls(messages.filter(pl.col("tool_calls").is_not_null()))
     answered = (
-        messages.filter(pl.col("tool_call_id").is_not_null())
+        rows.filter(pl.col("tool_call_id").is_not_null())
         .select("session_id", "idx", pl.col("tool_call_id").alias("id"))
         .join(calls, on=["session_id", "id"])
         .filter(pl.col("call_idx") < pl.col("idx"))
@@ -167,12 +199,16 @@ def tool_names(messages: pl.DataFrame) -> pl.DataFrame:
         .group_by("session_id", "idx")
         .agg(pl.col("name").last().alias("answered"))
     )
-    called = calls.group_by("session_id", "call_idx").agg(
-        pl.col("name").str.join(", ").alias("called")
+    called = (
+        calls.join(
+            rows.select("session_id", pl.col("idx").alias("call_idx")),
+            on=["session_id", "call_idx"],
+        )
+        .group_by("session_id", "call_idx")
+        .agg(pl.col("name").str.join(", ").alias("called"))
     )
     return (
-        messages.select("session_id", "idx", "own", "tool_call_id")
-        .join(answered, on=["session_id", "idx"], how="left")
+        rows.join(answered, on=["session_id", "idx"], how="left")
         .join(
             called, left_on=["session_id", "idx"], right_on=["session_id", "call_idx"], how="left"
         )
@@ -193,29 +229,43 @@ def top_contributors(
     messages: pl.DataFrame,
     k: int = DEFAULT_TOP_CONTRIBUTORS,
 ) -> pl.DataFrame:
-    """The ``k`` messages that added the most tokens in each emergency's lead-up."""
+    """The ``k`` messages that added the most tokens in each emergency's lead-up (the top k
+    are chosen on sizes first; tool names are looked up for those rows only)."""
     first = lead.sort("seq").group_by("compaction_id").agg(pl.col("history_messages").first())
     spans = emergencies.select(
         "session_id", "compaction_id", pl.col("history_messages").alias("hi")
     ).join(first.rename({"history_messages": "lo"}), on="compaction_id", how="left")
-    named = messages.select("session_id", "idx", "role", "bytes").join(
-        tool_names(messages), on=["session_id", "idx"], how="left"
+    sized = messages.select(
+        pl.col("session_id").cast(pl.String), pl.col("idx").cast(pl.Int64), "role", "bytes"
     )
-    return (
-        spans.join(named, on="session_id")
+    top = (
+        spans.join(sized, on="session_id")
         .filter(
             (pl.col("idx") >= pl.col("lo").fill_null(0))
             & (pl.col("hi").is_null() | (pl.col("idx") < pl.col("hi")))
         )
         .select(
             "compaction_id",
+            "session_id",
+            "idx",
+            "role",
+            (pl.col("bytes") // BYTES_PER_TOKEN).alias("tokens"),
+        )
+        .sort(["compaction_id", "tokens", "idx"], descending=[False, True, False])
+        .filter(pl.int_range(pl.len()).over("compaction_id") < k)
+    )
+    sessions = top.select("session_id").unique()
+    names = tool_names(messages.join(sessions, on="session_id"), top)
+    return (
+        top.join(names, on=["session_id", "idx"], how="left")
+        .select(
+            "compaction_id",
             pl.col("idx").alias("history_index"),
             "role",
             "tool_name",
-            (pl.col("bytes") // BYTES_PER_TOKEN).alias("tokens"),
+            "tokens",
         )
         .sort(["compaction_id", "tokens", "history_index"], descending=[False, True, False])
-        .filter(pl.int_range(pl.len()).over("compaction_id") < k)
     )
 
 
