@@ -279,14 +279,21 @@ def main() -> int:
         for type_, n in counts.most_common():
             print(f"  {type_:<24}{n:>10,}")
 
+        cpu_before = os.times()
         with EventStore(tmp / "store" / "compactlens.duckdb") as store:
             result = Projector(store, tmp / "spool").ingest()
+            cpu_after = os.times()
             stored = store.counts()
             store_shape: Shape = store.query(SHAPE_SQL).rows()
         rate = result.new_events / result.seconds
         print(
             f"\nprojector: {result.new_events:,} new events, {result.quarantined} quarantined, "
             f"{result.seconds:.1f}s -> {rate:,.0f} events/s"
+        )
+        cpu = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
+        print(
+            f"  CPU {cpu:.1f}s in this process ({result.new_events / cpu:,.0f} events per CPU "
+            f"second) over {result.seconds:.1f}s wall; load average now {os.getloadavg()[0]:.2f}"
         )
         print("  rows: " + ", ".join(f"{t} {n:,}" for t, n in stored.items() if n))
 
