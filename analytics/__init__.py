@@ -6,6 +6,15 @@ imports only the public names of ``compactor`` (and the documented ``compactor.e
 other programs use; every module behind them is internal.
 """
 
+from analytics.app_queries import (
+    compaction_figures,
+    compaction_list,
+    emergency_list,
+    event_count,
+    session_metadata,
+    session_summaries,
+    system_prompt,
+)
 from analytics.errors import (
     AnalyticsError,
     StoreCorruptError,
@@ -17,16 +26,37 @@ from analytics.errors import (
     TranscriptError,
     UnknownFormatError,
 )
+from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.jobs.compression import compression_by_tier
+from analytics.jobs.offloads import offload_read_backs
+from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
+from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
+from analytics.jobs.tiers import compaction_turns
+from analytics.jobs.timeline import turn_timeline
+from analytics.materialize import Job, job_table
+from analytics.materialize import refresh as refresh_jobs
 from analytics.projector import IngestResult, Projector, RebuildResult, rebuild
+from analytics.queries import (
+    anchor_items_frame,
+    compactions_frame,
+    messages_frame,
+    offloads_frame,
+    sessions_frame,
+    synthetic_frame,
+    turns_frame,
+    views_frame,
+)
 from analytics.replay import ReplayResult, replay_session
-from analytics.stats import HeadlineStats, headline_stats
+from analytics.stats import fleet_stats
 from analytics.store import EventStore
 
 __all__ = [
+    "COUNTERFACTUAL_JOB",
     "AnalyticsError",
     "EventStore",
-    "HeadlineStats",
     "IngestResult",
+    "Job",
+    "PostmortemFrames",
     "Projector",
     "RebuildResult",
     "ReplayResult",
@@ -38,7 +68,33 @@ __all__ = [
     "StoreVersionError",
     "TranscriptError",
     "UnknownFormatError",
-    "headline_stats",
+    "anchor_items_frame",
+    "anchor_survival",
+    "compaction_figures",
+    "compaction_list",
+    "compaction_turns",
+    "compactions_frame",
+    "compression_by_tier",
+    "emergency_list",
+    "event_count",
+    "fleet_stats",
+    "job_table",
+    "messages_frame",
+    "offload_read_backs",
+    "offloads_frame",
+    "postmortem_frames",
+    "postmortem_json",
     "rebuild",
+    "refresh_jobs",
     "replay_session",
+    "retention_detail",
+    "session_metadata",
+    "session_summaries",
+    "sessions_frame",
+    "silent_drops",
+    "synthetic_frame",
+    "system_prompt",
+    "turn_timeline",
+    "turns_frame",
+    "views_frame",
 ]

@@ -1,0 +1,128 @@
+"""What every page shares: the store owner of this process and cached reads through it.
+
+The owner is a ``st.cache_resource`` (one per home and process, closed when the cache is
+cleared). Reads are ``st.cache_data`` keyed on the owner's ``version``, so a page rerun costs
+nothing until an ingest adds events, and then reads fresh rows. Each read is a named function of
+``analytics`` (queries, jobs): this module chooses which one to call, never what it computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from analytics import (
+    EventStore,
+    StoreError,
+    anchor_items_frame,
+    compaction_figures,
+    compaction_list,
+    compaction_turns,
+    compactions_frame,
+    compression_by_tier,
+    emergency_list,
+    fleet_stats,
+    job_table,
+    messages_frame,
+    offloads_frame,
+    postmortem_json,
+    retention_detail,
+    session_metadata,
+    session_summaries,
+    sessions_frame,
+    synthetic_frame,
+    system_prompt,
+    turn_timeline,
+    turns_frame,
+    views_frame,
+)
+from app.owner import StoreOwner, current_home
+
+
+@st.cache_resource(show_spinner=False, on_release=lambda owner: owner.close())
+def _owner(home: str) -> StoreOwner:
+    return StoreOwner.open(Path(home))
+
+
+def owner() -> StoreOwner:
+    """This process's owner of the store; one clear line and a stop when it cannot open it
+    (another process owns it, or the file is unusable)."""
+    try:
+        return _owner(str(current_home()))
+    except StoreError as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+Read = Callable[[EventStore, str | None], Any]
+
+
+def _session_list(session: str | None) -> list[str] | None:
+    return None if session is None else [session]
+
+
+def _timeline(store: EventStore, sid: str | None) -> pl.DataFrame:
+    scope = _session_list(sid)
+    return turn_timeline(turns_frame(store, scope), sessions_frame(store, scope))
+
+
+def _markers(store: EventStore, sid: str | None) -> pl.DataFrame:
+    scope = _session_list(sid)
+    compactions = compactions_frame(store, scope)
+    marks = compaction_turns(compactions, turns_frame(store, scope), sessions_frame(store, scope))
+    sizes = compactions.select("id", "tokens_before", "tokens_after")
+    return marks.join(sizes, on="id", how="left")
+
+
+READS: dict[str, Read] = {
+    "fleet": lambda s, _: fleet_stats(s),
+    "summaries": lambda s, _: session_summaries(s),
+    "compression": lambda s, _: compression_by_tier(compaction_figures(s), sessions_frame(s)),
+    "sessions": lambda s, sid: sessions_frame(s, _session_list(sid)),
+    "compactions": lambda s, sid: compactions_frame(s, _session_list(sid)),
+    "compaction_list": lambda s, sid: compaction_list(s, sid or ""),
+    "anchor_items": lambda s, sid: anchor_items_frame(s, _session_list(sid)),
+    "views": lambda s, sid: views_frame(s, _session_list(sid)),
+    "messages": lambda s, sid: messages_frame(s, _session_list(sid)),
+    "synthetic": lambda s, sid: synthetic_frame(s, _session_list(sid)),
+    "offloads": lambda s, sid: offloads_frame(s, _session_list(sid)),
+    "emergencies": lambda s, sid: emergency_list(s, sid),
+    "metadata": lambda s, sid: session_metadata(s, sid or ""),
+    "system_prompt": lambda s, sid: system_prompt(s, sid or ""),
+    "timeline": _timeline,
+    "markers": _markers,
+    "postmortems": lambda s, sid: postmortem_json(s, sid, counterfactuals=True),
+    "retention": lambda s, sid: retention_detail(anchor_items_frame(s, _session_list(sid))),
+    "retention_fleet": lambda s, _: job_table(s, "job_retention_detail"),
+    "silent_drops_fleet": lambda s, _: job_table(s, "job_silent_drops"),
+}
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _cached(home: str, version: int, name: str, session: str | None) -> Any:
+    return owner().read(lambda store: READS[name](store, session))
+
+
+def read(name: str, session: str | None = None) -> Any:
+    """The named read (see ``READS``), of one session or of the fleet, cached per version."""
+    own = owner()
+    return _cached(str(own.home), own.version, name, session)
+
+
+def frame(name: str, session: str | None = None) -> pl.DataFrame:
+    out = read(name, session)
+    assert isinstance(out, pl.DataFrame), name
+    return out
+
+
+def home() -> Path:
+    return owner().home
+
+
+def session_ids() -> list[str]:
+    """Live session ids, newest first (the pickers' options)."""
+    return [str(s) for s in frame("summaries").get_column("session_id").to_list()]

@@ -1,0 +1,111 @@
+"""The app process owns the store: one read-write ``EventStore``, a projector on a timer.
+
+SPEC 6: agents only append to the spool; the app server is the one process that opens the DuckDB
+file, and it projects the spool itself, on start and every ``interval_s`` seconds, in a daemon
+thread. A DuckDB connection is not safe to share between threads, so the projector and every
+page read take the same lock. ``version`` grows by one each time the stored data changed (an
+ingest added events, or a job was run on request); pages key their caches on it and the
+refresher reruns a page when it moves.
+Nothing here renders anything or computes a figure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from analytics import EventStore, Job, Projector, event_count, refresh_jobs
+
+T = TypeVar("T")
+
+INGEST_INTERVAL_S = 1.5
+"""How often the spool is projected: spooled events show within this plus one page refresh."""
+
+
+def home_from(argv: Sequence[str], environ: dict[str, str] | os._Environ[str]) -> Path:
+    """``--home DIR`` after ``streamlit run app/main.py --``, else ``$COMPACTLENS_HOME``, else
+    ``./data`` (the same default as the command line)."""
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--home" and i + 1 < len(args):
+            return Path(args[i + 1]).expanduser()
+        if arg.startswith("--home="):
+            return Path(arg.split("=", 1)[1]).expanduser()
+    return Path(environ.get("COMPACTLENS_HOME") or "data").expanduser()
+
+
+def current_home() -> Path:
+    return home_from(sys.argv[1:], os.environ).resolve()
+
+
+@dataclass
+class StoreOwner:
+    """The open store of one home, its projector thread and what the last ingest did."""
+
+    home: Path
+    store: EventStore
+    interval_s: float = INGEST_INTERVAL_S
+    version: int = 0
+    events: int = -1
+    last_error: str | None = None
+    ingested_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    @classmethod
+    def open(cls, home: Path, *, interval_s: float = INGEST_INTERVAL_S) -> StoreOwner:
+        """Open the store read-write (``StoreLockedError`` when another process owns it), ingest
+        once, and start the projector thread."""
+        home.mkdir(parents=True, exist_ok=True)
+        owner = cls(home, EventStore.for_home(home), interval_s)
+        owner.ingest()
+        owner.thread = threading.Thread(
+            target=owner._run, name="compactlens-projector", daemon=True
+        )
+        owner.thread.start()
+        return owner
+
+    def read(self, query: Callable[[EventStore], T]) -> T:
+        """Run ``query`` on the store under the lock shared with the projector."""
+        with self.lock:
+            return query(self.store)
+
+    def ingest(self) -> None:
+        """Project what agents spooled since the last time; refresh the job tables if anything
+        new arrived. A failure is kept for the pages to show, never raised into the thread."""
+        try:
+            with self.lock:
+                Projector(self.store, self.home / "spool").ingest(checkpoint=False)
+                count = event_count(self.store)
+                if count != self.events:
+                    refresh_jobs(self.store)
+                    self.events = count
+                    self.version += 1
+            self.last_error = None
+        except Exception as exc:  # a daemon thread must not die: the pages show the error
+            self.last_error = f"projecting the spool failed: {exc}"
+        self.ingested_at = time.time()
+
+    def run_jobs(self, jobs: Sequence[Job]) -> None:
+        """Bring extra materialised jobs (the counterfactual replays) up to date, on request."""
+        with self.lock:
+            refresh_jobs(self.store, jobs)
+            self.version += 1
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval_s):
+            self.ingest()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+        with self.lock:
+            self.store.close()

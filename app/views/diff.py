@@ -1,0 +1,148 @@
+"""Compaction diff (``/diff?session=ID&compaction=ID``): what one compaction kept, offloaded,
+summarised and dropped, side by side, with its anchors against the previous compaction.
+
+The before and after views are the ``compaction_views`` rows (message references with a status);
+text comes from the session's messages and the synthetic messages the compaction created, by
+hash. The anchors' item statuses are ``retention_detail``'s; the record is the ``compactions``
+row. All content is shown with ``st.text``/``st.code``: never as HTML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from app.context import frame, session_ids
+from app.widgets import EMPTY_STORE, link, not_found, paginate, pick
+
+STATUS_COLOURS = {
+    "system": "gray",
+    "kept": "green",
+    "offloaded": "blue",
+    "changed": "violet",
+    "summarized": "orange",
+    "dropped": "red",
+    "synthetic": "primary",
+}
+ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
+PREVIEW_CHARS = 2_000
+
+
+def _texts(sid: str) -> dict[str, str]:
+    """Message text by sha256: the session's system prompt, messages and the synthetic ones its
+    compactions created (a view may hold an earlier compaction's message)."""
+    out: dict[str, str] = {}
+    for name in ("system_prompt", "messages", "synthetic"):
+        rows = frame(name, sid)
+        for sha, content in rows.select("sha256", "content").iter_rows():
+            if content is not None:
+                out[str(sha)] = str(content)
+    return out
+
+
+def _message(row: dict[str, Any], texts: dict[str, str]) -> None:
+    status = str(row["status"])
+    where = "synthetic" if row["history_index"] is None else f"history #{row['history_index']}"
+    st.badge(status.upper(), color=STATUS_COLOURS.get(status, "gray"))  # type: ignore[arg-type]
+    st.caption(f"{row['position']}. {row['role']} · {where} · {row['bytes']:,} bytes")
+    text = texts.get(str(row["sha256"]))
+    if text is None:
+        st.text("(no text stored: the session was captured as metadata)")
+        return
+    more = len(text) - PREVIEW_CHARS
+    st.text(text[:PREVIEW_CHARS] + (f"\n… {more:,} more characters" if more > 0 else ""))
+
+
+def _side(column: Any, views: pl.DataFrame, side: str, texts: dict[str, str]) -> None:
+    rows = views.filter(pl.col("side") == side).sort("position")
+    with column:
+        counts = rows.group_by("status").len().sort("status")
+        summary = ", ".join(f"{n} {s}" for s, n in counts.iter_rows())
+        st.subheader(f"{side.capitalize()}: {rows.height} messages")
+        st.caption(summary)
+        for row in paginate(rows, f"{side}_page", page_size=30).iter_rows(named=True):
+            with st.container(border=True):
+                _message(row, texts)
+
+
+def _anchors(sid: str, cid: str, previous: str | None) -> None:
+    st.subheader("Anchors")
+    detail = frame("retention", sid).filter(pl.col("compaction_id") == cid)
+    if detail.height == 0:
+        st.info("This compaction carries no anchor items (all N/A, or captured as metadata).")
+        return
+    against = "the previous compaction" if previous else "nothing (first compaction)"
+    st.caption(f"Item status against {against}: kept, changed, added, dropped.")
+    for anchor in ANCHOR_ORDER:
+        rows = detail.filter(pl.col("anchor_type") == anchor)
+        if rows.height:
+            st.markdown(f"**{anchor}**")
+            st.table(rows.select("status", "item", "similarity"))
+
+
+def _neighbours(sid: str, cid: str) -> tuple[str | None, str | None]:
+    ids = [str(i) for i in frame("compaction_list", sid).get_column("id").to_list()]
+    at = ids.index(cid)
+    return (ids[at - 1] if at > 0 else None), (ids[at + 1] if at + 1 < len(ids) else None)
+
+
+def _record(record: dict[str, Any]) -> None:
+    st.subheader("Summary")
+    summary = record.pop("summary_text", None)
+    if summary:
+        st.code(str(summary), language="markdown", wrap_lines=True)
+    else:
+        st.info("No summary text (an offload-only or truncating compaction, or metadata capture).")
+    st.subheader("Record")
+    st.json(
+        {
+            k: (str(v) if not isinstance(v, int | float | bool | None) else v)
+            for k, v in record.items()
+        }
+    )
+
+
+def _choose(sid: str) -> str | None:
+    options = frame("compaction_list", sid)
+    labels = [f"{r['id']}" for r in options.iter_rows(named=True)]
+    return pick("compaction", labels, "compaction", empty="This session has no compactions.")
+
+
+def render() -> None:
+    st.title("Compaction diff")
+    sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
+    cid = None if sid is None else _choose(sid)
+    if sid is None or cid is None:
+        return
+    record_rows = frame("compactions", sid).filter(pl.col("id") == cid)
+    if record_rows.height == 0:
+        not_found("compaction", cid, "timeline")
+        return
+    record = record_rows.row(0, named=True)
+    previous, following = _neighbours(sid, cid)
+    st.text(f"{sid}\n{cid}")
+    st.markdown(
+        f"**{record['tier_name']}** · {record['tokens_before']:,} → {record['tokens_after']:,} "
+        f"tokens · {record['msgs_before']} → {record['msgs_after']} messages"
+    )
+    nav = st.columns(3)
+    with nav[0]:
+        link("timeline", "back to the timeline", session=sid)
+    if previous:
+        with nav[1]:
+            link("diff", "previous compaction", session=sid, compaction=previous)
+    if following:
+        with nav[2]:
+            link("diff", "next compaction", session=sid, compaction=following)
+    views = frame("views", sid).filter(pl.col("compaction_id") == cid)
+    texts = _texts(sid)
+    left, right = st.columns(2)
+    _side(left, views, "before", texts)
+    _side(right, views, "after", texts)
+    _anchors(sid, cid, previous)
+    _record(record)
+
+
+render()

@@ -1,0 +1,73 @@
+"""Sessions (``/sessions``): every live session with its counts; filter, sort, paginate.
+
+The rows are ``session_summaries``; each row on the current page links to its timeline,
+emergencies and offloaded files. Nothing is computed here beyond filtering what is shown.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from app.context import frame
+from app.widgets import EMPTY_STORE, link, paginate
+
+SORTS = {
+    "newest first": ("started_at", True),
+    "most compactions": ("compactions", True),
+    "most emergencies": ("emergencies", True),
+    "largest peak context": ("peak_tokens", True),
+    "most turns": ("turns", True),
+    "session id": ("session_id", False),
+}
+
+
+def _filtered(rows: pl.DataFrame) -> pl.DataFrame:
+    left, middle, right, last = st.columns([3, 2, 2, 2])
+    text = left.text_input("session id contains", key="filter_text")
+    agents = sorted(str(a) for a in rows.get_column("agent").drop_nulls().unique().to_list())
+    agent = middle.selectbox("agent", ["all", *agents], key="filter_agent")
+    sort = right.selectbox("sort by", list(SORTS), key="sort")
+    only = last.checkbox("with emergencies only", key="filter_emergencies")
+    if text:
+        rows = rows.filter(pl.col("session_id").str.contains(text, literal=True))
+    if agent != "all":
+        rows = rows.filter(pl.col("agent") == agent)
+    if only:
+        rows = rows.filter(pl.col("emergencies") > 0)
+    column, descending = SORTS[str(sort)]
+    return rows.sort(column, descending=descending, nulls_last=True)
+
+
+def render() -> None:
+    st.title("Sessions")
+    rows = frame("summaries")
+    if rows.height == 0:
+        st.info(EMPTY_STORE)
+        return
+    shown = _filtered(rows)
+    st.caption(f"{shown.height:,} of {rows.height:,} sessions")
+    if shown.height == 0:
+        st.info("No session matches these filters: clear the text or choose 'all'.")
+        return
+    page = paginate(shown, "sessions_page", page_size=25)
+    st.dataframe(page, hide_index=True)
+    st.subheader("Open a session")
+    for row in page.iter_rows(named=True):
+        sid = str(row["session_id"])
+        cols = st.columns([6, 2, 2])
+        with cols[0]:
+            link(
+                "timeline",
+                f"{sid} — {row['turns']} turns, {row['compactions']} compactions",
+                session=sid,
+            )
+        with cols[1]:
+            if row["emergencies"]:
+                link("emergencies", f"{row['emergencies']} emergencies", session=sid)
+        with cols[2]:
+            if row["offloads"]:
+                link("offloads", f"{row['offloads']} offloaded files", session=sid)
+
+
+render()

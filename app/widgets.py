@@ -1,0 +1,83 @@
+"""Small Streamlit pieces every page uses: pickers, pagination, links, empty states, text.
+
+Content from transcripts is shown with ``st.text``/``st.code`` (inert) or, inside a link label,
+with markdown's special characters escaped; nothing here ever passes ``unsafe_allow_html``.
+It reads nothing from the store itself: the options it offers are handed to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import polars as pl
+import streamlit as st
+
+PAGE_FILES = {
+    "overview": "views/overview.py",
+    "sessions": "views/sessions.py",
+    "timeline": "views/timeline.py",
+    "diff": "views/diff.py",
+    "offloads": "views/offloads.py",
+    "retention": "views/retention.py",
+    "emergencies": "views/emergencies.py",
+    "tuning": "views/tuning.py",
+}
+EMPTY_STORE = (
+    "No sessions in this store yet. Import a transcript: `compactlens import PATH`, replay one "
+    "through the compactor: `compactlens replay PATH --window 32000`, or run `compactlens demo`."
+)
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md_escape(text: str) -> str:
+    """``text`` with every markdown (and HTML) special character escaped."""
+    return _MARKDOWN.sub(r"\\\1", text.replace("\n", " "))
+
+
+def param(name: str) -> str | None:
+    value = st.query_params.get(name)
+    return str(value) if value else None
+
+
+def pick(name: str, options: Sequence[str], label: str, *, empty: str) -> str | None:
+    """The value of query parameter ``name`` if given, else a picker over ``options`` that
+    writes its choice back into the URL (so the view can be shared). None: nothing chosen."""
+    chosen = param(name)
+    if chosen is not None:
+        return chosen
+    if not options:
+        st.info(empty)
+        return None
+    value = st.selectbox(label, list(options), index=None, placeholder="choose one", key=name)
+    if value is None:
+        return None
+    st.query_params[name] = value
+    return str(value)
+
+
+def paginate(frame: pl.DataFrame, key: str, *, page_size: int = 50) -> pl.DataFrame:
+    """One page of ``frame`` with a page number input and a caption of what is shown."""
+    if frame.height <= page_size:
+        return frame
+    pages = (frame.height + page_size - 1) // page_size
+    page = int(
+        st.number_input(
+            f"page (of {pages:,})", min_value=1, max_value=pages, value=1, step=1, key=key
+        )
+    )
+    start = (page - 1) * page_size
+    st.caption(f"rows {start + 1:,}–{min(start + page_size, frame.height):,} of {frame.height:,}")
+    return frame.slice(start, page_size)
+
+
+def link(page: str, label: str, **params: str) -> None:
+    """A link to another page of the app with query parameters; ``label`` is escaped."""
+    st.page_link(PAGE_FILES[page], label=md_escape(label), query_params=params)
+
+
+def not_found(what: str, value: str, page: str) -> None:
+    st.warning(
+        f"No {what} {md_escape(value)} in this store (deleted, superseded, or another store)."
+    )
+    st.page_link(PAGE_FILES[page], label=f"choose another {what}")

@@ -1,0 +1,94 @@
+"""Headless Chromium (Debian's ``chromium`` and ``chromium-driver``) driven by Selenium.
+
+``page_text`` waits until Streamlit has finished running the page's script and the expected
+text is on screen, by polling (no fixed sleeps); ``exception_boxes`` finds Streamlit's exception
+elements. Screenshots go to ``data/screenshots/`` (ignored by git), one PNG per page.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "data" / "screenshots"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1800",
+)
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (None: they can)."""
+    for tool in (CHROMIUM, CHROMEDRIVER):
+        if not Path(tool).exists() and shutil.which(Path(tool).name) is None:
+            return f"{tool} is missing: apt-get install chromium chromium-driver (.ci/run does)"
+    return None
+
+
+def start_browser(profile: Path) -> WebDriver:
+    options = Options()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else str(shutil.which("chromium"))
+    driver = shutil.which("chromedriver") or CHROMEDRIVER
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def body_text(driver: WebDriver) -> str:
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def running(driver: WebDriver) -> bool:
+    """Whether Streamlit shows its "running" status (the script has not finished)."""
+    return bool(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'))
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll ``condition`` until true; the seconds it took. ``AssertionError`` on timeout."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def page_text(driver: WebDriver, *expected: str, timeout: float = 30.0) -> str:
+    """The page's visible text once every ``expected`` string is shown and the run is over."""
+
+    def ready() -> bool:
+        text = body_text(driver)
+        return all(e in text for e in expected) and not running(driver)
+
+    wait_for(ready, timeout, f"{expected} on {driver.current_url}")
+    return body_text(driver)
+
+
+def exception_boxes(driver: WebDriver) -> list[str]:
+    found = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    return [str(e.text) for e in found]
+
+
+def screenshot(driver: WebDriver, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path

@@ -1,0 +1,183 @@
+"""End to end in a real browser: the app served by ``serve_app``, driven in headless Chromium.
+
+One server for the module, on 127.0.0.1 and a free port, over a store of replayed transcripts
+(``fixtures.build_home``). Every page is opened by its URL and checked for its content and for
+the absence of Streamlit's exception box, with a screenshot each; a timeline marker's link is
+clicked through to its diff; events spooled while the app runs appear within 5 s; script in a
+transcript stays inert; a second app on the same store says in one line who owns it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from analytics.errors import StoreLockedError
+from analytics.serve import app_url, free_port, serve_app, wait_until_ready
+from analytics.store import EventStore
+from tests.app.browser import (
+    body_text,
+    browser_missing,
+    exception_boxes,
+    page_text,
+    screenshot,
+    start_browser,
+    wait_for,
+)
+from tests.app.fixtures import SCRIPT, FixtureHome, build_home, run_hostile
+
+pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+
+
+@dataclass
+class Served:
+    fixture: FixtureHome
+    url: str
+    process: subprocess.Popen[bytes]
+    driver: WebDriver
+
+    def open(self, path: str, **params: str) -> None:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        self.driver.get(f"{self.url}{path}{query}")
+
+    def session(self, prefix: str) -> str:
+        return next(s for s in self.fixture.sessions if s.startswith(prefix))
+
+
+def start(home: Path, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    port = free_port()
+    process = serve_app(home, port=port, open_browser=False, output=log.open("wb"))
+    url = app_url("127.0.0.1", port)
+    wait_until_ready(url, 60, process=process)
+    return url, process
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("browser")
+    fixture = build_home(root / "home")
+    url, process = start(fixture.home, root / "server.log")
+    driver = start_browser(root / "profile")
+    try:
+        yield Served(fixture, url, process, driver)
+    finally:
+        driver.quit()
+        process.terminate()
+        process.wait(timeout=20)
+
+
+PAGES: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
+    ("overview", "", {}, ("compactlens", "sessions", "Compactions per tier")),
+    ("sessions", "/sessions", {}, ("Sessions", "Open a session", "django__django-11910")),
+    ("retention", "/retention", {}, ("Anchor retention", "Silent drops")),
+    ("emergencies", "/emergencies", {}, ("Emergencies", "1af7fc5e")),
+    ("tuning", "/tuning", {}, ("Tuning lab", "compactlens tune")),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "params", "expected"), PAGES)
+def test_page_renders_without_an_exception(
+    served: Served, name: str, path: str, params: dict[str, str], expected: tuple[str, ...]
+) -> None:
+    served.open(path, **params)
+
+    page_text(served.driver, *expected)
+    assert not exception_boxes(served.driver)
+    screenshot(served.driver, name)
+
+
+def test_overview_shows_the_figures_of_stats_json(served: Served) -> None:
+    served.open("")
+    text = page_text(served.driver, "Compactions per tier")
+
+    stats = served.fixture.stats
+    assert f"{stats['compactions']['total']:,}" in text
+    assert f"{stats['turns']:,}" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix", "expected"),
+    [
+        ("timeline", "sqlfluff", ("Context tokens per turn", "SOFT at turn", "FULL at turn")),
+        ("offloads", "hostile", ("Offloaded files", "call_0.txt")),
+        ("emergency-post-mortem", "1af7fc5e", ("Emergency at turn", "tokens dropped")),
+        ("retention-session", "django", ("Anchor retention", "Anchor survival")),
+    ],
+)
+def test_session_pages_render(
+    served: Served, name: str, prefix: str, expected: tuple[str, ...]
+) -> None:
+    path = {"emergency-post-mortem": "/emergencies", "retention-session": "/retention"}
+    served.open(path.get(name, f"/{name}"), session=served.session(prefix))
+
+    page_text(served.driver, served.session(prefix), *expected)
+    assert not exception_boxes(served.driver)
+    screenshot(served.driver, name)
+
+
+def test_timeline_marker_link_opens_its_diff(served: Served) -> None:
+    sid = served.session("sqlfluff")
+    served.open("/timeline", session=sid)
+    page_text(served.driver, "FULL at turn")
+
+    marker = served.driver.find_element(By.PARTIAL_LINK_TEXT, "FULL at turn")
+    marker.click()
+
+    text = page_text(served.driver, "Before:", "After:", "Anchors", "Record")
+    assert "/diff" in served.driver.current_url and "compaction=" in served.driver.current_url
+    assert "SUMMARIZED" in text and "KEPT" in text
+    assert not exception_boxes(served.driver)
+    screenshot(served.driver, "diff")
+
+
+def test_script_in_a_transcript_stays_inert(served: Served) -> None:
+    served.open("/timeline", session=served.fixture.hostile)
+    page_text(served.driver, "FULL at turn")
+    served.driver.find_element(By.PARTIAL_LINK_TEXT, "FULL at turn").click()
+
+    text = page_text(served.driver, "Before:", "window.__pwned")
+    assert SCRIPT in text  # shown as the characters it is
+    assert served.driver.execute_script("return window.__pwned === undefined") is True
+    scripts = served.driver.find_elements(By.XPATH, "//script[contains(., '__pwned')]")
+    assert not scripts
+
+
+def test_file_browser_refuses_an_escape(served: Served) -> None:
+    served.open("/offloads", session=served.fixture.hostile, file="../secret.txt")
+
+    text = page_text(served.driver, "Refused")
+    assert "top secret" not in text
+
+
+def test_spooled_session_appears_within_5_seconds(served: Served) -> None:
+    served.open("/sessions")
+    page_text(served.driver, "Open a session")
+    new_id = f"live-{uuid.uuid4().hex[:8]}"
+
+    run_hostile(served.fixture.home, session_id=new_id)  # an agent appends to the spool
+
+    took = wait_for(lambda: new_id in body_text(served.driver), 5.0, f"{new_id} on /sessions")
+    assert took <= 5.0
+    assert not exception_boxes(served.driver)
+
+
+def test_a_second_owner_gets_one_clear_line(served: Served, tmp_path: Path) -> None:
+    with pytest.raises(StoreLockedError):
+        EventStore.for_home(served.fixture.home)
+    url, process = start(served.fixture.home, tmp_path / "second.log")
+    try:
+        served.driver.get(url)
+        text = page_text(served.driver, "open in another process")
+        assert not exception_boxes(served.driver)
+        assert "Compactions per tier" not in text
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -1,0 +1,211 @@
+"""Every page of the app through ``streamlit.testing`` on a store of real replayed transcripts.
+
+The store is built once for the module (``fixtures.build_home``: two mini-swe-agent runs and a
+Claude Code session replayed at 16k, and a hostile session whose content holds ``<script>``).
+Each test opens a page by its file with query parameters, as a shared link would, and checks
+what a person would see, and that no exception was rendered.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.app.fixtures import SCRIPT, FixtureHome, build_home
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+
+
+@pytest.fixture(scope="module")
+def fixture_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHome]:
+    built = build_home(tmp_path_factory.mktemp("app-home"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPACTLENS_HOME", str(built.home))
+        yield built
+        st.cache_resource.clear()  # closes the store and stops its projector thread
+        st.cache_data.clear()
+
+
+def open_page(page: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(MAIN), default_timeout=60)
+    at.run()
+    at.query_params.update(params)
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown(at: AppTest) -> str:
+    """Every text, markdown, caption and link label on the page, one per line."""
+    parts = [str(t.value) for t in at.text] + [str(m.value) for m in at.markdown]
+    parts += [str(c.value) for c in at.caption] + [str(t.value) for t in at.title]
+    parts += [str(s.value) for s in at.subheader]
+    parts += [str(link.proto.label) for link in at.get("page_link")]
+    return "\n".join(parts)
+
+
+def link_params(at: AppTest, contains: str) -> dict[str, str]:
+    """The query parameters of the first page link whose label contains ``contains``."""
+    for link in at.get("page_link"):
+        label = str(link.proto.label)
+        if contains in label.replace("\\", ""):
+            query = str(link.proto.query_string)
+            return dict(urllib.parse.parse_qsl(query))
+    raise AssertionError(f"no link with {contains!r} in:\n{shown(at)}")
+
+
+def session_with(home: FixtureHome, prefix: str) -> str:
+    return next(s for s in home.sessions if s.startswith(prefix))
+
+
+def test_overview_shows_the_figures_of_stats_json(fixture_home: FixtureHome) -> None:
+    at = AppTest.from_file(str(MAIN), default_timeout=60).run()
+
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    stats = fixture_home.stats
+    assert metrics["sessions"] == f"{stats['sessions']:,}"
+    assert metrics["turns"] == f"{stats['turns']:,}"
+    assert metrics["compactions"] == f"{stats['compactions']['total']:,}"
+    assert metrics["silent anchor drops"] == f"{stats['silent_drops']:,}"
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_sessions_page_lists_every_session_with_links(fixture_home: FixtureHome) -> None:
+    at = open_page("sessions")
+
+    text = shown(at).replace("\\", "")
+    for sid in fixture_home.sessions:
+        assert sid in text
+    assert f"{len(fixture_home.sessions)} of {len(fixture_home.sessions)} sessions" in text
+
+
+def test_sessions_filter_narrows_the_list(fixture_home: FixtureHome) -> None:
+    at = open_page("sessions")
+    at.text_input(key="filter_text").input("django").run()
+
+    text = shown(at).replace("\\", "")
+    assert f"1 of {len(fixture_home.sessions)} sessions" in text
+    assert "sqlfluff" not in text
+
+
+def test_timeline_has_markers_by_tier_and_links_to_each_diff(fixture_home: FixtureHome) -> None:
+    sid = session_with(fixture_home, "sqlfluff")
+    at = open_page("timeline", session=sid)
+
+    chart = at.get("plotly_chart")[0]
+    spec = str(chart.proto.spec)
+    assert "Context tokens per turn" in spec and "SOFT" in spec and "FULL" in spec
+    params = link_params(at, "SOFT at turn")
+    assert params["session"] == sid and params["compaction"]
+
+
+def test_timeline_without_a_session_offers_a_picker(fixture_home: FixtureHome) -> None:
+    at = open_page("timeline")
+
+    assert at.selectbox(key="session").options == sorted(
+        at.selectbox(key="session").options, key=at.selectbox(key="session").options.index
+    )
+    assert set(fixture_home.sessions) <= set(at.selectbox(key="session").options)
+
+
+def test_diff_shows_both_sides_marked_anchors_and_record(fixture_home: FixtureHome) -> None:
+    sid = session_with(fixture_home, "sqlfluff")
+    params = link_params(open_page("timeline", session=sid), "FULL at turn")
+    at = open_page("diff", **params)
+
+    text = shown(at)
+    assert "Before:" in text and "After:" in text
+    assert "SUMMARIZED" in text and "KEPT" in text and "SYNTHETIC" in text
+    assert "Anchors" in text and "user_intent" in text
+    assert len(at.json) == 1 and len(at.code) >= 1  # the record and the summary
+
+
+def test_offloads_preview_is_highlighted_and_downloadable(fixture_home: FixtureHome) -> None:
+    params = link_params(open_page("offloads", session=fixture_home.hostile), "call_0.txt")
+    at = open_page("offloads", **params)
+
+    assert at.code[0].language == "html" or "<html>" in at.code[0].value
+    assert len(at.get("download_button")) == 1
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../secret.txt", ".compactlens/tool_results/../../secret.txt", "/etc/passwd"],
+)
+def test_offloads_refuse_paths_outside_the_root(fixture_home: FixtureHome, path: str) -> None:
+    at = open_page("offloads", session=fixture_home.hostile, file=path)
+
+    assert any("Refused" in e.value for e in at.error)
+    assert not at.code
+
+
+def test_offloads_refuse_a_symlink_out_of_the_root(fixture_home: FixtureHome) -> None:
+    listed = open_page("offloads", session=fixture_home.hostile)
+    assert "escape.txt" not in shown(listed)  # symbolic links are not listed
+    first = link_params(listed, "call_0.txt")["file"]
+    escape = str(PurePosixPath(first).parent / "escape.txt")
+    at = open_page("offloads", session=fixture_home.hostile, file=escape)
+
+    assert any("symbolic link" in e.value for e in at.error)
+    assert "top secret" not in "".join(c.value for c in at.code)
+
+
+def test_retention_shows_survival_and_silent_drops_link_to_diffs(
+    fixture_home: FixtureHome,
+) -> None:
+    at = open_page("retention")
+
+    assert "Anchor survival, whole fleet" in str(at.get("plotly_chart")[0].proto.spec)
+    assert f"Silent drops ({fixture_home.stats['silent_drops']:,})" in shown(at)
+    params = link_params(at, "open the compaction that dropped it")
+    assert params["session"] in fixture_home.sessions and params["compaction"]
+
+
+def test_retention_of_one_session(fixture_home: FixtureHome) -> None:
+    sid = session_with(fixture_home, "django")
+    at = open_page("retention", session=sid)
+
+    assert sid in shown(at)
+    assert "Anchor survival, this session" in str(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_emergencies_list_and_post_mortem(fixture_home: FixtureHome) -> None:
+    at = open_page("emergencies")
+    sid = session_with(fixture_home, "1af7fc5e")
+    params = link_params(at, sid)
+
+    at = open_page("emergencies", **params)
+    text = shown(at)
+    assert "Emergency at turn" in text
+    specs = " ".join(str(c.proto.spec) for c in at.get("plotly_chart"))
+    assert "Lead-up to the emergency" in specs and "Top contributors" in specs
+    assert {m.label for m in at.metric} >= {"messages dropped", "tokens dropped"}
+
+
+def test_tuning_page_says_how_to_run_the_lab(fixture_home: FixtureHome) -> None:
+    at = open_page("tuning")
+
+    assert "compactlens tune" in "".join(i.value for i in at.info)
+
+
+def test_script_and_html_in_content_stay_text(fixture_home: FixtureHome) -> None:
+    params = link_params(open_page("timeline", session=fixture_home.hostile), "FULL at turn")
+    at = open_page("diff", **params)
+
+    assert any(SCRIPT in t.value for t in at.text)
+    assert not any("<script" in m.value for m in at.markdown)  # never through markdown
+    for element in at.markdown:
+        assert not element.proto.allow_html
+
+
+def test_unknown_session_says_so(fixture_home: FixtureHome) -> None:
+    at = open_page("diff", session="nope<b>", compaction="missing")
+
+    assert any("No compaction" in w.value for w in at.warning)
