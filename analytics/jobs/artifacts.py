@@ -1,0 +1,319 @@
+"""Artifact retention (issue 8, item 5): which file paths, commands and error lines of the
+summarised head are still in the compacted view.
+
+For every effective compaction that summarised something (``summarized > 0``) the *head* is the
+messages whose before-side status is ``summarized``: the artifacts are the paths and error lines
+in their text, and the commands (``command``/``cmd``/``script``) and paths (``path``,
+``file_path``, ...) in their tool-call arguments. The *view* is the compacted context: every
+message the compaction created (the compaction message with its summary, anchors and offload
+references; placeholders; cut copies) and the text and tool-call arguments of the messages it
+kept. An artifact is retained when its exact text occurs in the view (one Aho-Corasick pass per
+compaction). A path mentioned only by its basename is *not* retained: ``cache.py`` does not say
+which ``cache.py``. Paths inside a command are part of that command, not separate artifacts.
+Sessions captured as metadata have no text: their rate is null with ``no_content`` true, never 0.
+
+Extraction is this module's own (regexes below); it reads nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_SEG = r"[A-Za-z0-9_@+~-][A-Za-z0-9_.@+~-]*"
+_EXT = (
+    "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|sh|md|rst|txt|"
+    "json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|html|css|csv|lock|xml|ipynb|log"
+)
+PATH_PATTERN = (
+    rf"(?:\.{{1,2}}/{_SEG}(?:/{_SEG})*"  # ./x, ../a/b
+    rf"|/?{_SEG}(?:/{_SEG})+"  # a/b, /a/b/c (filtered below: an extension or two slashes)
+    rf"|\b[A-Za-z0-9_-]+\.(?:{_EXT})\b)"  # setup.py
+)
+"""Path-like tokens in text: ./x, a/b/c, src/x.py, /etc/hosts, setup.py."""
+ERROR_PATTERN = (
+    r"(?m)(?:\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:[^\n]*"  # KeyError: 'user'
+    r"|^[ \t]*(?:error|fatal|ERROR|FATAL)(?:\[[^\]\n]*\])?:[^\n]*"  # error: ..., error[E0425]: ...
+    r"|\bFAILED\b[^\n]*)"  # FAILED tests/x.py::test_y - ...
+)
+"""Error lines: ``FooError: ...``, ``error: ...`` at a line start, ``FAILED ...``."""
+_JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
+COMMAND_KEYS = ("command", "cmd", "script")
+PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
+_TRAILING = ".,:;!?)]}>'\"`"
+_TOOL_CALLS = pl.List(pl.Struct({"id": pl.String, "name": pl.String, "arguments": pl.String}))
+
+DETAIL_SCHEMA: dict[str, type[pl.DataType]] = {
+    "session_id": pl.String,
+    "compaction_id": pl.String,
+    "kind": pl.String,
+    "artifact": pl.String,
+    "retained": pl.Boolean,
+}
+LOSS_COLUMNS = ("session_id", "compaction_id", "kind", "artifact")
+
+
+def _valued(keys: tuple[str, ...]) -> str:
+    return '"(?:' + "|".join(keys) + r')"\s*:\s*' + _JSON_STRING
+
+
+def _json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
+    """The string values of ``keys`` anywhere in JSON text, unescaped (a list per row)."""
+    return (
+        arguments.str.extract_all(_valued(keys))
+        .list.eval(
+            pl.element()
+            .str.replace(r'^"[^"]*"\s*:\s*', "")
+            .str.json_decode(pl.String)
+            .str.strip_chars()
+        )
+        .list.eval(pl.element().filter(pl.element().is_not_null() & (pl.element() != "")))
+    )
+
+
+def text_paths(text: pl.Expr) -> pl.Expr:
+    """Path-like tokens in ``text`` (a list per row), trailing punctuation stripped; a token
+    with one slash and no extension (``and/or``) is not a path."""
+    without_urls = text.str.replace_all(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", " ")
+    return without_urls.str.extract_all(PATH_PATTERN).list.eval(
+        pl.element()
+        .str.strip_chars_end(_TRAILING)
+        .filter(
+            pl.element().str.starts_with(".")
+            | pl.element().str.contains(rf"\.(?:{_EXT}|[A-Za-z0-9]{{1,8}})$")
+            | (pl.element().str.count_matches("/") >= 2)
+        )
+    )
+
+
+def error_lines(text: pl.Expr) -> pl.Expr:
+    """Error lines in ``text`` (a list per row), surrounding whitespace stripped."""
+    return text.str.extract_all(ERROR_PATTERN).list.eval(pl.element().str.strip_chars())
+
+
+def _arguments(tool_calls: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """All tool-call arguments of a message as one text (tool_calls as JSON text or decoded)."""
+    calls = tool_calls.str.json_decode(_TOOL_CALLS) if dtype == pl.String else tool_calls
+    return calls.list.eval(pl.element().struct.field("arguments")).list.join("\n")
+
+
+def _messages(messages: pl.DataFrame) -> pl.LazyFrame:
+    """session_id, idx, content and the joined tool-call arguments of each message."""
+    dtype = messages.schema.get("tool_calls", pl.String())
+    return messages.lazy().select(
+        pl.col("session_id").cast(pl.String),
+        pl.col("idx").cast(pl.Int64),
+        pl.col("content").cast(pl.String),
+        arguments=_arguments(pl.col("tool_calls"), dtype)
+        if dtype != pl.Null
+        else pl.lit(None, dtype=pl.String),
+    )
+
+
+def _targets(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.LazyFrame:
+    """Effective compactions that summarised something, of live sessions, with ``no_content``
+    (the session was captured as metadata)."""
+    live = sessions.lazy().select(
+        pl.col("session_id").cast(pl.String),
+        metadata=pl.col("capture").cast(pl.String) == "metadata",
+        deleted=pl.col("deleted_at").is_not_null(),
+    )
+    return (
+        compactions.lazy()
+        .filter(pl.col("effective").fill_null(value=False) & (pl.col("summarized") > 0))
+        .select(
+            pl.col("session_id").cast(pl.String),
+            pl.col("id").cast(pl.String).alias("compaction_id"),
+            pl.col("seq").cast(pl.Int64).alias("compaction_seq"),
+        )
+        .join(live, on="session_id", how="left")
+        .filter(~pl.col("deleted").fill_null(value=False))
+        .select(
+            "session_id",
+            "compaction_id",
+            "compaction_seq",
+            no_content=pl.col("metadata").fill_null(value=False),
+        )
+    )
+
+
+def head_artifacts(compaction_views: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """session_id, compaction_id, kind ("path"|"command"|"error"), artifact: the distinct
+    artifacts of each compaction's summarised head, in head order."""
+    head = (
+        compaction_views.lazy()
+        .filter((pl.col("side") == "before") & (pl.col("status") == "summarized"))
+        .select(
+            pl.col("session_id").cast(pl.String),
+            pl.col("compaction_id").cast(pl.String),
+            pl.col("position").cast(pl.Int64),
+            pl.col("history_index").cast(pl.Int64).alias("idx"),
+        )
+        .join(_messages(messages), on=["session_id", "idx"])
+        .sort("compaction_id", "position")
+    )
+    kinds = {
+        "path": pl.concat_list(
+            text_paths(pl.col("content")).fill_null([]),
+            _json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+        ),
+        "command": _json_values(pl.col("arguments"), COMMAND_KEYS),
+        "error": error_lines(pl.col("content")),
+    }
+    found = [
+        head.select("session_id", "compaction_id", kind=pl.lit(kind), artifact=expr)
+        .explode("artifact")
+        .filter(pl.col("artifact").is_not_null() & (pl.col("artifact") != ""))
+        for kind, expr in kinds.items()
+    ]
+    return (
+        pl.concat(found)
+        .unique(subset=["compaction_id", "kind", "artifact"], keep="first", maintain_order=True)
+        .collect()
+    )
+
+
+def view_texts(
+    compaction_views: pl.DataFrame, messages: pl.DataFrame, synthetic: pl.DataFrame
+) -> pl.DataFrame:
+    """compaction_id, view: the text of each compacted view (the messages the compaction
+    created, and the content and tool-call arguments of the messages it kept)."""
+    created = synthetic.lazy().select(
+        pl.col("compaction_id").cast(pl.String), text=pl.col("content").cast(pl.String)
+    )
+    kept = (
+        compaction_views.lazy()
+        .filter(
+            (pl.col("side") == "after")
+            & pl.col("status").is_in(["kept", "system"])
+            & pl.col("history_index").is_not_null()
+        )
+        .select(
+            pl.col("session_id").cast(pl.String),
+            pl.col("compaction_id").cast(pl.String),
+            pl.col("history_index").cast(pl.Int64).alias("idx"),
+        )
+        .join(_messages(messages), on=["session_id", "idx"])
+        .select(
+            "compaction_id",
+            text=pl.concat_str("content", "arguments", separator="\n", ignore_nulls=True),
+        )
+    )
+    return (
+        pl.concat([created, kept])
+        .filter(pl.col("text").is_not_null())
+        .group_by("compaction_id")
+        .agg(view=pl.col("text").str.join("\n"))
+        .collect()
+    )
+
+
+def artifact_detail(
+    compactions: pl.DataFrame,
+    compaction_views: pl.DataFrame,
+    messages: pl.DataFrame,
+    synthetic: pl.DataFrame,
+    sessions: pl.DataFrame,
+) -> pl.DataFrame:
+    """One row per head artifact of each target compaction: session_id, compaction_id, kind,
+    artifact, retained (its exact text occurs in the compacted view)."""
+    targets = _targets(compactions, sessions).filter(~pl.col("no_content"))
+    found = (
+        head_artifacts(compaction_views, messages)
+        .lazy()
+        .join(targets.select("compaction_id"), on="compaction_id", how="semi")
+    )
+    patterns = found.group_by("compaction_id").agg(patterns=pl.col("artifact").unique())
+    seen = (
+        patterns.join(view_texts(compaction_views, messages, synthetic).lazy(), on="compaction_id")
+        .select(
+            "compaction_id",
+            artifact=pl.col("view").str.extract_many(pl.col("patterns"), overlapping=True),
+        )
+        .explode("artifact")
+        .unique()
+        .with_columns(retained=pl.lit(value=True))
+    )
+    return (
+        found.join(seen, on=["compaction_id", "artifact"], how="left", maintain_order="left")
+        .with_columns(pl.col("retained").fill_null(value=False))
+        .select(pl.col(c).cast(t) for c, t in DETAIL_SCHEMA.items())
+        .collect()
+    )
+
+
+def artifact_retention(
+    compactions: pl.DataFrame, sessions: pl.DataFrame, detail: pl.DataFrame
+) -> pl.DataFrame:
+    """Per target compaction: session_id, compaction_id, compaction_seq, artifacts (in the
+    head), retained (in the view), rate (null without artifacts), no_content (metadata
+    capture: counts and rate null)."""
+    counts = detail.group_by("compaction_id").agg(
+        artifacts=pl.len().cast(pl.Int64), retained=pl.col("retained").sum().cast(pl.Int64)
+    )
+    rows = (
+        _targets(compactions, sessions)
+        .join(counts.lazy(), on="compaction_id", how="left")
+        .with_columns(
+            artifacts=pl.when(~pl.col("no_content")).then(pl.col("artifacts").fill_null(0)),
+            retained=pl.when(~pl.col("no_content")).then(pl.col("retained").fill_null(0)),
+        )
+        .with_columns(rate=_rate(pl.col("retained"), pl.col("artifacts")))
+    )
+    return (
+        rows.select(
+            "session_id",
+            "compaction_id",
+            "compaction_seq",
+            "artifacts",
+            "retained",
+            "rate",
+            "no_content",
+        )
+        .sort("session_id", "compaction_seq", "compaction_id")
+        .collect()
+    )
+
+
+def _rate(retained: pl.Expr, artifacts: pl.Expr) -> pl.Expr:
+    return pl.when(artifacts > 0).then(retained / artifacts).cast(pl.Float64)
+
+
+def artifact_losses(detail: pl.DataFrame) -> pl.DataFrame:
+    """session_id, compaction_id, kind, artifact: the head artifacts missing from the view."""
+    return detail.filter(~pl.col("retained")).select(LOSS_COLUMNS)
+
+
+def session_artifact_retention(per_compaction: pl.DataFrame) -> pl.DataFrame:
+    """Per session (from :func:`artifact_retention`): compactions, artifacts, retained, rate
+    (retained / artifacts over its compactions) and no_content (rate null, never 0)."""
+    return (
+        per_compaction.group_by("session_id")
+        .agg(
+            compactions=pl.len().cast(pl.Int64),
+            no_content=pl.col("no_content").all(),
+            artifacts=pl.col("artifacts").sum().cast(pl.Int64),
+            retained=pl.col("retained").sum().cast(pl.Int64),
+        )
+        .with_columns(
+            artifacts=pl.when(~pl.col("no_content")).then(pl.col("artifacts")),
+            retained=pl.when(~pl.col("no_content")).then(pl.col("retained")),
+        )
+        .with_columns(rate=_rate(pl.col("retained"), pl.col("artifacts")))
+        .select("session_id", "compactions", "artifacts", "retained", "rate", "no_content")
+        .sort("session_id")
+    )
+
+
+def overall_artifact_retention(per_compaction: pl.DataFrame) -> pl.DataFrame:
+    """One row for ``stats --json`` ``artifact_retention``: rate (over every artifact of
+    sessions with content), lost (artifacts not retained), sessions (with content), and
+    no_content_sessions."""
+    sessions = session_artifact_retention(per_compaction)
+    with_content = sessions.filter(~pl.col("no_content"))
+    artifacts = pl.col("artifacts").sum()
+    retained = pl.col("retained").sum()
+    return with_content.select(
+        rate=_rate(retained, artifacts),
+        lost=(artifacts - retained).cast(pl.Int64),
+        sessions=pl.len().cast(pl.Int64),
+    ).with_columns(no_content_sessions=pl.lit(sessions.height - with_content.height, pl.Int64))

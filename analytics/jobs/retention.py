@@ -1,0 +1,357 @@
+"""Anchor retention at item level (issue 8, item 4): what each summary kept of the one before.
+
+Input is the store's ``anchor_items`` frame (one row per item of an anchor of a compaction).
+Within a session the compactions that have items are ordered by ``seq``; the items of compaction
+k+1 are matched to those of k per anchor type on normalised text (casefolded, whitespace
+collapsed, bullets and punctuation stripped at both ends): equal normalised text is ``kept``
+(similarity 100) through a join, the leftovers are compared in bulk with rapidfuzz's
+``token_sort_ratio``: >= 90 ``kept``, >= 60 ``changed`` (the best match), else the item of k+1 is
+``added`` and an item of k without any match is ``dropped`` at k+1. The first compaction's items
+are ``added``. Matching is best-match, not one-to-one: two items merged into one both count as
+matched. Each item's chain (kept/changed links back to where it was added) gives
+``introduced_at`` and whether it reaches the session's last compaction.
+
+This module reads nothing and writes nothing: DataFrames in, DataFrames out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from rapidfuzz import fuzz, process
+
+KEPT_SIMILARITY = 90.0
+CHANGED_SIMILARITY = 60.0
+WATCHED_TYPES = ("user_intent", "key_decision")
+"""Anchor types whose unreplaced drops are reported as silent drops."""
+ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
+ITEM_COLUMNS = (
+    "session_id",
+    "compaction_id",
+    "compaction_seq",
+    "anchor_type",
+    "item",
+    "status",
+    "similarity",
+)
+"""The columns of :func:`retention_items` (SPEC 5.3 ``retention --json`` items)."""
+DETAIL_COLUMNS = (*ITEM_COLUMNS, "item_norm", "introduced_at", "reaches_last", "last_compaction")
+SILENT_DROP_COLUMNS = ("session_id", "anchor_type", "item", "introduced_at", "dropped_at")
+
+_STRIP = " \t\r\n-*•·+>.,;:!?\"'`()[]{}"
+_INPUT_SCHEMA = {
+    "session_id": pl.String,
+    "compaction_id": pl.String,
+    "seq": pl.Int64,
+    "anchor_type": pl.String,
+    "position": pl.Int64,
+    "item": pl.String,
+}
+_DETAIL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "session_id": pl.String,
+    "compaction_id": pl.String,
+    "compaction_seq": pl.Int64,
+    "anchor_type": pl.String,
+    "item": pl.String,
+    "status": pl.String,
+    "similarity": pl.Float64,
+    "item_norm": pl.String,
+    "introduced_at": pl.String,
+    "reaches_last": pl.Boolean,
+    "last_compaction": pl.Boolean,
+}
+
+
+def normalise_item(text: pl.Expr) -> pl.Expr:
+    """Casefolded, whitespace collapsed, bullets and punctuation stripped at both ends."""
+    lower = text.str.to_lowercase()
+    # the regex only where there is something to collapse: most items have single spaces
+    collapsed = (
+        pl.when(lower.str.contains(r"\s\s|[\t\n\r\f\v]"))
+        .then(lower.str.replace_all(r"\s+", " "))
+        .otherwise(lower)
+    )
+    return collapsed.str.strip_chars(_STRIP)
+
+
+def similarities(left: pl.Series, right: pl.Series) -> pl.Series:
+    """0..100 similarity of each pair (left[i], right[i]), computed in bulk by rapidfuzz."""
+    return _scores(left.fill_null("").to_numpy(), right.fill_null("").to_numpy())
+
+
+def _scores(left: np.ndarray, right: np.ndarray) -> pl.Series:
+    if len(left) == 0:
+        return pl.Series("similarity", [], dtype=pl.Float64)
+    scores = process.cpdist(left, right, scorer=fuzz.token_sort_ratio, dtype=np.float64, workers=-1)
+    return pl.Series("similarity", scores, dtype=pl.Float64)
+
+
+def _base(anchor_items: pl.DataFrame) -> pl.DataFrame:
+    """The usable input rows (ids present, non-empty normalised text) with a row number."""
+    return (
+        anchor_items.lazy()
+        .select(pl.col(c).cast(t) for c, t in _INPUT_SCHEMA.items())
+        .with_columns(item_norm=normalise_item(pl.col("item")))
+        .filter(
+            pl.col("session_id").is_not_null()
+            & pl.col("compaction_id").is_not_null()
+            & pl.col("item_norm").is_not_null()
+            & (pl.col("item_norm") != "")
+        )
+        .with_row_index("row")
+        .collect()
+    )
+
+
+def _compactions(base: pl.DataFrame) -> pl.DataFrame:
+    """One row per compaction: its index ``ci`` (the row number; consecutive within a session, in
+    ``seq`` order) and whether it is its session's first/last."""
+    return (
+        base.group_by("compaction_id")
+        .agg(pl.col("session_id", "seq").first())
+        .sort("session_id", "seq", "compaction_id")
+        .with_row_index("ci")
+        .with_columns(
+            pl.col("ci").cast(pl.Int64),
+            first=pl.col("session_id") != pl.col("session_id").shift(1).fill_null(""),
+            last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
+        )
+    )
+
+
+def _items(base: pl.DataFrame, comps: pl.DataFrame) -> pl.DataFrame:
+    """Integer columns only: one row per distinct normalised text per anchor of a compaction (the
+    first in input order), ``rid`` = row number. ``group`` numbers (compaction, anchor type) so
+    that ``group + n_types`` is the same type at the next compaction: matching k to k+1 is an
+    equi-join on (group, text hash)."""
+    order = {t: i for i, t in enumerate(ANCHOR_ORDER)}
+    extra = sorted(set(base["anchor_type"].unique().drop_nulls().to_list()) - set(order))
+    order.update({t: len(order) + i for i, t in enumerate(extra)})
+    n_types = len(order) + 1  # + null
+    return (
+        base.lazy()
+        .select(
+            "row",
+            "compaction_id",
+            "position",
+            h=pl.col("item_norm").hash(),
+            torder=pl.col("anchor_type")
+            .replace_strict(order, default=len(order), return_dtype=pl.Int64)
+            .cast(pl.Int64),
+        )
+        .join(
+            comps.lazy().select("compaction_id", "ci", "first", "last"),
+            on="compaction_id",
+            maintain_order="left",
+        )
+        .with_columns(group=pl.col("ci") * n_types + pl.col("torder"))
+        .with_columns(next_group=pl.col("group") + n_types)
+        .filter(pl.struct("group", "h").is_first_distinct())
+        .drop("compaction_id")
+        .with_row_index("rid")
+        .with_columns(pl.col("rid").cast(pl.Int64))
+        .collect()
+    )
+
+
+def _best_matches(items: pl.DataFrame, norms: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
+    whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
+    rest compared in bulk within (pair of compactions, anchor type)."""
+    prev = items.filter(~pl.col("last"))
+    curr = items.filter(~pl.col("first"))
+    exact = prev.select(a_rid="rid", group="next_group", h="h").join(
+        curr.select(b_rid="rid", group="group", h="h"), on=["group", "h"]
+    )
+    done_a = np.zeros(items.height, dtype=bool)
+    done_a[exact["a_rid"].to_numpy()] = True
+    done_b = np.zeros(items.height, dtype=bool)
+    done_b[exact["b_rid"].to_numpy()] = True
+    pairs = (
+        prev.filter(~done_a[prev["rid"].to_numpy()])
+        .select(a_rid="rid", group="next_group")
+        .join(
+            curr.filter(~done_b[curr["rid"].to_numpy()]).select(b_rid="rid", group="group"),
+            on="group",
+        )
+    )
+    a_rid, b_rid = pairs["a_rid"].to_numpy(), pairs["b_rid"].to_numpy()
+    fuzzy = (
+        pairs.select("b_rid", "a_rid", _scores(norms[a_rid], norms[b_rid]))
+        .filter(pl.col("similarity") >= CHANGED_SIMILARITY)
+        .sort(["b_rid", "similarity", "a_rid"], descending=[False, True, False])
+    )
+    done_a[fuzzy["a_rid"].to_numpy()] = True
+    best = pl.concat(
+        [
+            exact.select("b_rid", "a_rid", similarity=pl.lit(100.0)),
+            fuzzy.unique(subset="b_rid", keep="first", maintain_order=True),
+        ]
+    )
+    return best, done_a
+
+
+def _chains(items: pl.DataFrame, best: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(root rid of each row through its kept/changed links, whether that root's chain reaches
+    the session's last compaction), by pointer jumping over the dense row ids."""
+    n_rows = items.height
+    root = np.arange(n_rows, dtype=np.int64)
+    root[best["b_rid"].to_numpy()] = best["a_rid"].to_numpy()
+    while True:
+        jumped = root[root]
+        if np.array_equal(jumped, root):
+            break
+        root = jumped
+    reached = np.zeros(n_rows, dtype=bool)
+    reached[root[items.filter("last")["rid"].to_numpy()]] = True
+    return root, reached[root]
+
+
+def _status_rows(items: pl.DataFrame, best: pl.DataFrame, matched: np.ndarray) -> pl.DataFrame:
+    """Integer rows of the result: every item with its status, then every dropped item at the
+    next compaction (``ci`` + 1), sorted; ``row`` points into the input, ``root_ci`` is the
+    compaction where the item's chain began."""
+    similarity = np.full(items.height, np.nan)
+    similarity[best["b_rid"].to_numpy()] = best["similarity"].to_numpy()
+    root, reaches = _chains(items, best)
+    ints = items.select("row", "ci", "torder", "position", "last").with_columns(
+        similarity=pl.Series(similarity).fill_nan(None),
+        root_ci=items["ci"].gather(root),
+        reaches_last=pl.Series(reaches),
+    )
+    present = ints.with_columns(
+        status=pl.when(pl.col("similarity") >= KEPT_SIMILARITY)
+        .then(pl.lit("kept"))
+        .when(pl.col("similarity").is_not_null())
+        .then(pl.lit("changed"))
+        .otherwise(pl.lit("added")),
+        dropped=pl.lit(value=False),
+    )
+    dropped = ints.filter(~pl.col("last") & ~pl.Series(matched)).with_columns(
+        ci=pl.col("ci") + 1, status=pl.lit("dropped"), dropped=pl.lit(value=True)
+    )
+    return pl.concat([present, dropped]).sort("ci", "torder", "dropped", "position", "row")
+
+
+def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
+    """:data:`ITEM_COLUMNS` plus ``item_norm``, ``introduced_at`` (compaction id where the item's
+    kept/changed chain began), ``reaches_last`` (that chain is present in the session's last
+    compaction) and ``last_compaction`` (the row's compaction is its session's last): the input
+    of :func:`anchor_survival`, :func:`silent_drops` and :func:`intent_drift`. Rows are in
+    session, compaction, anchor type and position order, dropped rows after the others."""
+    base = _base(anchor_items)
+    if base.height == 0:
+        return pl.DataFrame(schema=_DETAIL_SCHEMA)
+    comps = _compactions(base)
+    items = _items(base, comps)
+    norms = base["item_norm"].gather(items["row"]).to_numpy()
+    best, matched = _best_matches(items, norms)
+    rows = _status_rows(items, best, matched)
+    at, ci = rows["row"], rows["ci"]
+    return pl.DataFrame(
+        {
+            "session_id": comps["session_id"].gather(ci),
+            "compaction_id": comps["compaction_id"].gather(ci),
+            "compaction_seq": comps["seq"].gather(ci),
+            "anchor_type": base["anchor_type"].gather(at),
+            "item": base["item"].gather(at),
+            "status": rows["status"],
+            "similarity": rows["similarity"],
+            "item_norm": base["item_norm"].gather(at),
+            "introduced_at": comps["compaction_id"].gather(rows["root_ci"]),
+            "reaches_last": rows["reaches_last"],
+            "last_compaction": comps["last"].gather(ci),
+        },
+        schema=_DETAIL_SCHEMA,
+    )
+
+
+def retention_items(anchor_items: pl.DataFrame) -> pl.DataFrame:
+    """One row per item per compaction with its status (SPEC 5.3 ``items``)."""
+    return retention_detail(anchor_items).select(ITEM_COLUMNS)
+
+
+def _share(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
+    return pl.when(denominator > 0).then(numerator / denominator)
+
+
+def anchor_survival(detail: pl.DataFrame) -> pl.DataFrame:
+    """Per anchor type (from :func:`retention_detail`): ``survival_next``, the share of the items
+    of a compaction k kept or changed in k+1 (over every k that has a next); ``survival_last``,
+    the share of the items ever introduced (added) before a session's last compaction whose
+    kept/changed chain is still present in that last compaction. Null when nothing to count."""
+    counts = detail.group_by("anchor_type").agg(
+        items_next=((pl.col("status") != "dropped") & ~pl.col("last_compaction")).sum(),
+        dropped=(pl.col("status") == "dropped").sum(),
+        items_ever=((pl.col("status") == "added") & ~pl.col("last_compaction")).sum(),
+        reached=(
+            (pl.col("status") == "added") & ~pl.col("last_compaction") & pl.col("reaches_last")
+        ).sum(),
+    )
+    order = pl.DataFrame({"anchor_type": ANCHOR_ORDER, "order": range(len(ANCHOR_ORDER))})
+    return (
+        counts.join(order, on="anchor_type", how="left")
+        .sort("order", "anchor_type", nulls_last=True)
+        .select(
+            pl.col("anchor_type").cast(pl.String),
+            pl.col("items_next").cast(pl.Int64),
+            survival_next=_share(pl.col("items_next") - pl.col("dropped"), pl.col("items_next")),
+            items_ever=pl.col("items_ever").cast(pl.Int64),
+            survival_last=_share(pl.col("reached"), pl.col("items_ever")),
+        )
+        .cast({"survival_next": pl.Float64, "survival_last": pl.Float64})
+    )
+
+
+def silent_drops(detail: pl.DataFrame) -> pl.DataFrame:
+    """Dropped ``user_intent``/``key_decision`` items (from :func:`retention_detail`) that no item
+    of the same session and anchor type at that or any later compaction resembles (similarity
+    >= 60): session_id, anchor_type, item, introduced_at, dropped_at (compaction ids)."""
+    drops = (
+        detail.filter((pl.col("status") == "dropped") & pl.col("anchor_type").is_in(WATCHED_TYPES))
+        .select(
+            "session_id",
+            "anchor_type",
+            "item",
+            "item_norm",
+            "introduced_at",
+            dropped_at="compaction_id",
+            dropped_seq="compaction_seq",
+        )
+        .with_row_index("drop")
+    )
+    later = (
+        detail.filter((pl.col("status") != "dropped") & pl.col("anchor_type").is_in(WATCHED_TYPES))
+        .group_by("session_id", "anchor_type", "item_norm")
+        .agg(last_seq=pl.col("compaction_seq").max())
+    )
+    pairs = drops.join(later, on=["session_id", "anchor_type"], suffix="_later").filter(
+        pl.col("last_seq") >= pl.col("dropped_seq")
+    )
+    pairs = pairs.with_columns(similarities(pairs["item_norm"], pairs["item_norm_later"]))
+    replaced = pairs.filter(pl.col("similarity") >= CHANGED_SIMILARITY).select("drop").unique()
+    return (
+        drops.join(replaced, on="drop", how="anti")
+        .sort("drop")
+        .select(SILENT_DROP_COLUMNS)
+        .cast(dict.fromkeys(SILENT_DROP_COLUMNS, pl.String))
+    )
+
+
+def intent_drift(detail: pl.DataFrame) -> pl.DataFrame:
+    """Per session and compaction with a user intent (from :func:`retention_detail`): its intent
+    (normalised items joined by a space, in anchor order) and its similarity 0..100 to the
+    session's first intent."""
+    intents = (
+        detail.filter((pl.col("status") != "dropped") & (pl.col("anchor_type") == "user_intent"))
+        .group_by("session_id", "compaction_id", "compaction_seq", maintain_order=True)
+        .agg(intent=pl.col("item_norm").str.join(" "))
+        .with_columns(first=pl.col("intent").first().over("session_id"))
+    )
+    return intents.select(
+        pl.col("session_id").cast(pl.String),
+        pl.col("compaction_id").cast(pl.String),
+        pl.col("compaction_seq").cast(pl.Int64),
+        pl.col("intent").cast(pl.String),
+        similarities(intents["intent"], intents["first"]),
+    )

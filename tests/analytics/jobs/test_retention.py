@@ -1,0 +1,272 @@
+"""Anchor retention on hand-built ``anchor_items`` frames whose answers are written as literals."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from analytics.jobs.retention import (
+    anchor_survival,
+    intent_drift,
+    retention_detail,
+    retention_items,
+    silent_drops,
+)
+
+Row = tuple[str, str, int, str, int, str]
+COLUMNS = ["session_id", "compaction_id", "seq", "anchor_type", "position", "item"]
+INTENT = "Fix the flaky cache invalidation bug in core/cache.py"
+
+
+def frame(rows: list[Row]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows,
+        schema={
+            "session_id": pl.String,
+            "compaction_id": pl.String,
+            "seq": pl.Int64,
+            "anchor_type": pl.String,
+            "position": pl.Int64,
+            "item": pl.String,
+        },
+        orient="row",
+    )
+
+
+def three_compactions() -> pl.DataFrame:
+    """c2's summary forgets a key decision that nothing later restores."""
+    return frame(
+        [
+            ("s1", "c1", 10, "user_intent", 0, INTENT),
+            ("s1", "c1", 10, "key_decision", 0, "Use Redis for the session cache"),
+            ("s1", "c1", 10, "key_decision", 1, "Never retry failed writes"),
+            ("s1", "c2", 20, "user_intent", 0, INTENT),
+            ("s1", "c2", 20, "key_decision", 0, "Use Redis for the session cache"),
+            ("s1", "c3", 30, "user_intent", 0, INTENT),
+            ("s1", "c3", 30, "key_decision", 0, "Use Redis for the session cache"),
+            ("s1", "c3", 30, "key_decision", 1, "Add a TTL of 60 seconds"),
+        ]
+    )
+
+
+def statuses(items: pl.DataFrame) -> list[tuple[str, str, str]]:
+    return [(r["compaction_id"], r["item"], r["status"]) for r in items.iter_rows(named=True)]
+
+
+def test_a_key_decision_dropped_and_never_replaced_is_a_silent_drop() -> None:
+    drops = silent_drops(retention_detail(three_compactions()))
+    assert drops.to_dicts() == [
+        {
+            "session_id": "s1",
+            "anchor_type": "key_decision",
+            "item": "Never retry failed writes",
+            "introduced_at": "c1",
+            "dropped_at": "c2",
+        }
+    ]
+
+
+def test_items_carry_their_status_at_each_compaction() -> None:
+    items = retention_items(three_compactions())
+    assert statuses(items) == [
+        ("c1", INTENT, "added"),
+        ("c1", "Use Redis for the session cache", "added"),
+        ("c1", "Never retry failed writes", "added"),
+        ("c2", INTENT, "kept"),
+        ("c2", "Use Redis for the session cache", "kept"),
+        ("c2", "Never retry failed writes", "dropped"),
+        ("c3", INTENT, "kept"),
+        ("c3", "Use Redis for the session cache", "kept"),
+        ("c3", "Add a TTL of 60 seconds", "added"),
+    ]
+    dropped = items.filter(pl.col("status") == "dropped").row(0, named=True)
+    assert dropped["compaction_seq"] == 20
+    assert dropped["similarity"] is None
+    assert items.filter(pl.col("status") == "kept")["similarity"].to_list() == [100.0] * 4
+
+
+def test_output_columns_match_the_cli_json_keys() -> None:
+    assert retention_items(three_compactions()).columns == [
+        "session_id",
+        "compaction_id",
+        "compaction_seq",
+        "anchor_type",
+        "item",
+        "status",
+        "similarity",
+    ]
+
+
+def test_a_reworded_decision_is_changed_with_its_similarity() -> None:
+    items = retention_items(
+        frame(
+            [
+                ("s1", "c1", 1, "key_decision", 0, "Use Redis for the session cache"),
+                ("s1", "c2", 2, "key_decision", 0, "Decided: use Redis as the session cache"),
+            ]
+        )
+    )
+    reworded = items.filter(pl.col("compaction_id") == "c2").row(0, named=True)
+    assert reworded["status"] == "changed"
+    assert 60.0 <= reworded["similarity"] < 90.0
+    assert reworded["similarity"] == pytest.approx(80.0)
+    assert items.filter(pl.col("status") == "dropped").height == 0
+
+
+def test_case_whitespace_bullets_and_end_punctuation_do_not_change_an_item() -> None:
+    items = retention_items(
+        frame(
+            [
+                ("s1", "c1", 1, "next_step", 0, "Run the cache tests"),
+                ("s1", "c2", 2, "next_step", 0, "-  run THE cache\ttests."),
+            ]
+        )
+    )
+    assert items.filter(pl.col("compaction_id") == "c2")[["status", "similarity"]].rows() == [
+        ("kept", 100.0)
+    ]
+
+
+def test_an_unrelated_replacement_is_a_drop_plus_an_add() -> None:
+    items = retention_items(
+        frame(
+            [
+                ("s1", "c1", 1, "tried_solution", 0, "Pinned urllib3 to 1.26"),
+                ("s1", "c2", 2, "tried_solution", 0, "Cleared the Redis keyspace nightly"),
+            ]
+        )
+    )
+    assert statuses(items) == [
+        ("c1", "Pinned urllib3 to 1.26", "added"),
+        ("c2", "Cleared the Redis keyspace nightly", "added"),
+        ("c2", "Pinned urllib3 to 1.26", "dropped"),
+    ]
+
+
+def test_a_drop_restored_later_is_not_silent() -> None:
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 1, "user_intent", 0, "Add rate limiting to the login endpoint"),
+                ("s1", "c2", 2, "execution_progress", 0, "Read api/auth.py"),
+                ("s1", "c3", 3, "user_intent", 0, "Add rate limiting to the login endpoint now"),
+            ]
+        )
+    )
+    assert statuses(detail.filter(pl.col("anchor_type") == "user_intent")) == [
+        ("c1", "Add rate limiting to the login endpoint", "added"),
+        ("c2", "Add rate limiting to the login endpoint", "dropped"),
+        ("c3", "Add rate limiting to the login endpoint now", "added"),
+    ]
+    assert silent_drops(detail).height == 0
+
+
+def test_only_intents_and_decisions_can_be_silent_drops() -> None:
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 1, "next_step", 0, "Rerun the flaky test"),
+                ("s1", "c1", 1, "key_decision", 0, "Keep the public API unchanged"),
+                ("s1", "c2", 2, "execution_progress", 0, "Opened core/db.py"),
+            ]
+        )
+    )
+    assert silent_drops(detail)["item"].to_list() == ["Keep the public API unchanged"]
+
+
+def test_compactions_are_ordered_by_seq_and_sessions_never_mix() -> None:
+    items = retention_items(
+        frame(
+            [
+                ("s2", "b2", 7, "key_decision", 0, "Use Postgres"),
+                ("s1", "a2", 9, "key_decision", 0, "Use SQLite"),
+                ("s1", "a1", 3, "key_decision", 0, "Use SQLite"),
+                ("s2", "b1", 5, "key_decision", 0, "Use MongoDB for everything"),
+            ]
+        )
+    )
+    assert statuses(items) == [
+        ("a1", "Use SQLite", "added"),
+        ("a2", "Use SQLite", "kept"),
+        ("b1", "Use MongoDB for everything", "added"),
+        ("b2", "Use Postgres", "added"),
+        ("b2", "Use MongoDB for everything", "dropped"),
+    ]
+
+
+def test_survival_to_the_next_and_to_the_last_compaction() -> None:
+    survival = anchor_survival(retention_detail(three_compactions()))
+    assert survival.rows() == [
+        # user_intent: c1 -> c2 and c2 -> c3 both keep it; the one intent reaches c3
+        ("user_intent", 2, 1.0, 1, 1.0),
+        # key_decision: 3 items had a next compaction, 1 dropped; of the 2 introduced before
+        # c3, only the Redis decision reaches it (the TTL one is introduced at c3: not counted)
+        ("key_decision", 3, 2 / 3, 2, 0.5),
+    ]
+    assert survival.columns == [
+        "anchor_type",
+        "items_next",
+        "survival_next",
+        "items_ever",
+        "survival_last",
+    ]
+
+
+def test_a_changed_chain_counts_as_surviving_to_the_last_and_keeps_its_origin() -> None:
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 1, "key_decision", 0, "Use Redis for the session cache"),
+                ("s1", "c2", 2, "key_decision", 0, "Decided: use Redis as the session cache"),
+                ("s1", "c3", 3, "key_decision", 0, "Use Redis as the session cache"),
+            ]
+        )
+    )
+    assert detail["introduced_at"].to_list() == ["c1", "c1", "c1"]
+    assert anchor_survival(detail).rows() == [("key_decision", 2, 1.0, 1, 1.0)]
+
+
+def test_an_intent_identical_across_compactions_has_no_drift() -> None:
+    drift = intent_drift(retention_detail(three_compactions()))
+    assert drift.rows() == [
+        ("s1", "c1", 10, "fix the flaky cache invalidation bug in core/cache.py", 100.0),
+        ("s1", "c2", 20, "fix the flaky cache invalidation bug in core/cache.py", 100.0),
+        ("s1", "c3", 30, "fix the flaky cache invalidation bug in core/cache.py", 100.0),
+    ]
+
+
+def test_an_intent_that_drifts_scores_lower_than_the_first() -> None:
+    drift = intent_drift(
+        retention_detail(
+            frame(
+                [
+                    ("s1", "c1", 1, "user_intent", 0, "Fix the billing rounding error"),
+                    ("s1", "c2", 2, "user_intent", 0, "Rewrite the email templates"),
+                ]
+            )
+        )
+    )
+    assert drift["similarity"][0] == 100.0
+    assert drift["similarity"][1] < 60.0
+
+
+def test_empty_input_gives_empty_outputs_with_their_columns() -> None:
+    empty = frame([])
+    detail = retention_detail(empty)
+    assert retention_items(empty).shape == (0, 7)
+    assert silent_drops(detail).columns == [
+        "session_id",
+        "anchor_type",
+        "item",
+        "introduced_at",
+        "dropped_at",
+    ]
+    assert anchor_survival(detail).height == 0
+    assert intent_drift(detail).columns == [
+        "session_id",
+        "compaction_id",
+        "compaction_seq",
+        "intent",
+        "similarity",
+    ]
+    assert intent_drift(detail).height == 0
