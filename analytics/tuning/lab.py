@@ -42,6 +42,7 @@ from analytics.tuning.specs import (
     load_grid,
     rival_specs,
 )
+from compactor import CompactorConfig
 
 PathArg = str | os.PathLike[str]
 STRATEGY_KEYS = (
@@ -185,6 +186,27 @@ def _grid(grid: PathArg | Mapping[str, Sequence[Any]] | None) -> Mapping[str, Se
     return load_grid(Path(grid))
 
 
+def _plan(
+    strategies: Sequence[str] | None, grid: PathArg | Mapping[str, Sequence[Any]] | None
+) -> list[Task]:
+    """The fixed trials: the rivals asked for, then (with ``progressive``) the library's
+    default config and the grid, keyed ``rival:<name>`` / ``grid:<name>``."""
+    kinds = list(strategies or STRATEGY_KINDS)
+    unknown = sorted(set(kinds) - set(STRATEGY_KINDS))
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
+    specs = rival_specs(kinds)
+    if "progressive" in kinds:
+        specs += [
+            StrategySpec(kind="progressive", config=CompactorConfig()),
+            *grid_specs(_grid(grid)),
+        ]
+    tasks: dict[str, StrategySpec] = {}
+    for spec in specs:
+        tasks.setdefault(f"{'grid' if spec.kind == 'progressive' else 'rival'}:{spec.name}", spec)
+    return list(tasks.items())
+
+
 def run_tune(
     paths: Sequence[PathArg],
     window: int,
@@ -201,22 +223,14 @@ def run_tune(
     """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
     ``window``; resumes the same run if it was interrupted. Raises ``AnalyticsError`` when no
     session has a turn, ``ValueError`` for a bad grid or strategy name."""
-    kinds = list(strategies or STRATEGY_KINDS)
-    unknown = sorted(set(kinds) - set(STRATEGY_KINDS))
-    if unknown:
-        raise ValueError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
+    tasks = _plan(strategies, grid)
+    trials = trials if any(spec.kind == "progressive" for _k, spec in tasks) else 0
     sessions, issues = _load(paths)
     if not sessions:
         raise AnalyticsError(f"no session with a model turn in {[str(p) for p in paths]}")
-    use_progressive = "progressive" in kinds
-    fixed = rival_specs(kinds) + (grid_specs(_grid(grid)) if use_progressive else [])
-    trials = trials if use_progressive else 0
-    tasks: list[Task] = [
-        (f"{'grid' if s.kind == 'progressive' else 'rival'}:{s.name}", s) for s in fixed
-    ]
     ids = [s.session_id for s in sessions]
     tune_ids, held_ids = split_sessions(ids)
-    run_id = _run_id(sessions, window, fixed, trials) + f"-s{seed}"
+    run_id = _run_id(sessions, window, [spec for _k, spec in tasks], trials) + f"-s{seed}"
     home_path = Path(home)
     log = RunLog(
         run_path(home_path, run_id), new_header(run_id, window, ids, held_ids, len(tasks) + trials)

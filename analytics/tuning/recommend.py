@@ -24,6 +24,7 @@ import tomli_w
 from analytics.tuning.metrics import SessionMetrics, totals
 from analytics.tuning.pareto import feasible
 from analytics.tuning.specs import StrategySpec
+from compactor import CompactorConfig
 
 HELD_BACK_SHARE = 0.3
 RETENTION_SLACK = 0.02
@@ -88,14 +89,14 @@ class Recommendation:
 def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
     """The spec's ``CompactorConfig`` as TOML (loadable by ``--config``), with ``note`` and
     the tool-time offload setting as comments."""
-    assert spec.config is not None
+    config = spec.config or CompactorConfig()
     path.parent.mkdir(parents=True, exist_ok=True)
     hook = "on" if spec.tool_time_offload else "off"
     header = (
         f"# compactlens tune: {note}\n"
         f"# tool-time offload (OffloadHook with offload_threshold): {hook}\n"
     )
-    body = tomli_w.dumps(spec.config.model_dump(mode="json"))
+    body = tomli_w.dumps(config.model_dump(mode="json"))
     path.write_text(header + body, encoding="utf-8")
     return path
 

@@ -25,7 +25,7 @@ GRID: dict[str, list[Any]] = {
     "offload_threshold": [300],
     "tool_time_offload": [False, True],
 }
-"""Four configurations; with the five rivals, nine trials."""
+"""Four configurations; with the five rivals and the library defaults, ten trials."""
 WINDOW = 600
 
 
@@ -72,7 +72,7 @@ def test_tune_json_has_the_spec_keys_and_the_toml_loads_as_config(
     report = run_tune([transcripts], WINDOW, grid=GRID, workers=0, home=tmp_path / "home")
     out = tune_json(report)
     assert set(out) == {"strategies", "pareto", "recommended"}
-    assert len(out["strategies"]) == 9
+    assert len(out["strategies"]) == 10
     assert all(tuple(row) == STRATEGY_KEYS for row in out["strategies"])
     assert set(out["pareto"]) <= {row["name"] for row in out["strategies"]}
     assert out["recommended"]["name"].startswith("progressive")
@@ -80,8 +80,8 @@ def test_tune_json_has_the_spec_keys_and_the_toml_loads_as_config(
     rec = out["recommended"]["config"]
     assert (config.warn, config.soft, config.full) == (rec["warn"], rec["soft"], rec["full"])
     frames = load_runs(tmp_path / "home")
-    assert frames.runs["trials_done"].to_list() == [9]
-    assert frames.trials.height == 9 * 6
+    assert frames.runs["trials_done"].to_list() == [10]
+    assert frames.trials.height == 10 * 6
 
 
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(
@@ -95,7 +95,7 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(
 
         def progress(p):
             print("done", p.done, flush=True)
-            if p.done == 11:  # two of the four Optuna trials of the first batch
+            if p.done == 12:  # two of the four Optuna trials of the first batch
                 sys.stdin.readline()  # block until killed
 
         run_tune([{str(transcripts)!r}], {WINDOW}, grid={GRID!r}, trials=4, workers=0,
@@ -111,17 +111,17 @@ def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(
     )
     assert proc.stdout is not None
     for line in proc.stdout:
-        if line.strip() == "done 11":
+        if line.strip() == "done 12":
             break
     proc.kill()
     proc.wait()
     (log,) = (home / "tuning").glob("*.jsonl")
-    assert len(log.read_text(encoding="utf-8").splitlines()) == 1 + 11
+    assert len(log.read_text(encoding="utf-8").splitlines()) == 1 + 12
 
     resumed = run_tune([transcripts], WINDOW, grid=GRID, trials=4, workers=0, home=home)
     fresh = run_tune([transcripts], WINDOW, grid=GRID, trials=4, workers=0, home=tmp_path / "fresh")
-    assert (resumed.resumed, resumed.evaluated) == (11, 2)
-    assert len(log.read_text(encoding="utf-8").splitlines()) == 1 + 13
+    assert (resumed.resumed, resumed.evaluated) == (12, 2)
+    assert len(log.read_text(encoding="utf-8").splitlines()) == 1 + 14
     assert _comparable(resumed) == _comparable(fresh)
 
 
@@ -137,7 +137,7 @@ def test_dask_cluster_gives_the_same_results_as_the_local_pool(
             home=tmp_path / "dask",
         )  # fmt: skip
     on_pool = run_tune([transcripts], WINDOW, grid=GRID, workers=2, home=tmp_path / "pool")
-    assert on_dask.evaluated == on_pool.evaluated == 9
+    assert on_dask.evaluated == on_pool.evaluated == 10
     assert _comparable(on_dask) == _comparable(on_pool)
 
 
