@@ -92,6 +92,18 @@ def session_metadata(store: EventStore, session_id: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def session_sources(store: EventStore) -> list[str]:
+    """The transcript files live sessions were imported or replayed from (their metadata's
+    ``source_path``), sorted: what a tuning run started from the app replays by default."""
+    frame = store.query(
+        """SELECT DISTINCT json_extract_string(metadata, '$.source_path') AS path FROM sessions
+           WHERE deleted_at IS NULL
+             AND json_extract_string(metadata, '$.source_path') IS NOT NULL
+           ORDER BY path"""
+    )
+    return [str(p) for p in frame.get_column("path").to_list()]
+
+
 def system_prompt(store: EventStore, session_id: str) -> pl.DataFrame:
     """The session's system prompt as (sha256, content): no row when it had none."""
     return store.query(

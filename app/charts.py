@@ -208,7 +208,7 @@ def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
                 y=rows.get_column("artifact_retention").to_list(),
                 text=rows.get_column("name").to_list(),
                 mode="markers+text" if on_front else "markers",
-                textposition="top center",
+                textposition="top right",
                 name=label,
                 marker={"size": 12 if on_front else 8},
             )

@@ -1,28 +1,125 @@
-"""Tuning lab (``/tuning``): tuning runs, their Pareto front and the recommended config.
+"""Tuning lab (``/tuning[?run=ID]``): tuning runs, their Pareto front, the recommended config,
+and a small run started from the page with live progress.
 
-The tuning lab (``analytics.tuning``, issue 9) records runs and trials as events; until its
-reads are exported from ``analytics`` this page says how to run one from the command line.
-It never computes a figure of its own.
+Runs are the logs ``compactlens tune`` (or this page) writes under ``<home>/tuning``, read by
+``load_runs``; a run's figures per strategy are ``totals`` of its held-back sessions' metrics,
+its front ``pareto_front``; the recommended configuration is the TOML the run wrote. A run
+started here is ``run_tune`` in a background thread (``app.tuning_job``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import polars as pl
 import streamlit as st
 
-from app.context import session_ids
+from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_front, totals
+from app import charts, tuning_job
+from app.context import home, read
+from app.widgets import param
 
 HOW = (
-    "No tuning run in this store yet. Run one from the command line: "
+    "No tuning run in this store yet. Start a small one below, or from the command line: "
     "`compactlens tune PATH --window 32000` (it replays your sessions under several "
     "configurations and rival strategies, and writes a recommended config)."
 )
+METRIC_FIELDS = tuple(SessionMetrics.model_fields)
+
+
+def strategy_table(trials: pl.DataFrame, run_id: str, window: int) -> pl.DataFrame:
+    """Each strategy's ``totals`` over the run's held-back sessions."""
+    rows = trials.filter((pl.col("run_id") == run_id) & pl.col("held_back"))
+    out = []
+    for group in rows.partition_by("key", maintain_order=True):
+        metrics = [
+            SessionMetrics.model_validate({k: r[k] for k in METRIC_FIELDS if k in r})
+            for r in group.iter_rows(named=True)
+        ]
+        first = group.row(0, named=True)
+        out.append({"name": first["name"], "kind": first["kind"], **totals(metrics, window)})
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
+def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
+    run_id, window = str(run["run_id"]), int(str(run["window"]))
+    st.text(f"run {run_id} · window {window:,} · {run['sessions']} sessions")
+    table = strategy_table(trials, run_id, window) if trials.height else pl.DataFrame()
+    if table.height == 0:
+        st.info("This run has no finished trial on its held-back sessions yet.")
+        return
+    front = pareto_front(table)
+    st.plotly_chart(charts.pareto_figure(table, front), key=f"pareto_{run_id}")
+    st.dataframe(table.sort("tokens_billed"), hide_index=True)
+    st.text("Pareto front: " + ", ".join(front))
+    toml = home() / "tuning" / f"{run_id}-recommended.toml"
+    if toml.is_file():
+        st.subheader("Recommended config")
+        text = toml.read_text(encoding="utf-8")
+        st.code(text, language="toml")
+        st.download_button("download the recommended config", text, toml.name, "text/plain")
+    else:
+        st.info("No progressive configuration was feasible on the tuning sessions of this run.")
+
+
+def _runs() -> None:
+    found = load_runs(home())
+    if found.runs.height == 0:
+        st.info(HOW)
+        return
+    runs = found.runs.sort("started_at", descending=True)
+    st.subheader(f"Runs ({runs.height})")
+    st.dataframe(runs.drop("path"), hide_index=True)
+    ids = [str(r) for r in runs.get_column("run_id").to_list()]
+    chosen = param("run")
+    index = ids.index(chosen) if chosen in ids else 0
+    run_id = st.selectbox("run", ids, index=index, key="tuning_run")
+    _show_run(runs.filter(pl.col("run_id") == run_id).row(0, named=True), found.trials)
+
+
+@st.fragment(run_every=0.5)
+def _progress(job: tuning_job.TuningJob) -> None:
+    progress = job.progress
+    if job.running:
+        done, total = (progress.done, progress.total) if progress else (0, 1)
+        best = f", best so far {progress.best_name}" if progress and progress.best_name else ""
+        eta = f", about {progress.eta_s:.0f} s left" if progress and progress.eta_s else ""
+        st.progress(done / max(total, 1), text=f"{done} of {total} trials{best}{eta}")
+        return
+    if job.error:
+        st.error(f"The tuning run failed: {job.error}")
+    else:
+        st.success(f"Tuning run {job.run_id} finished.")
+    if st.session_state.get("tuning_shown") != job.run_id:
+        st.session_state["tuning_shown"] = job.run_id
+        st.rerun(scope="app")
+
+
+def _start_form() -> None:
+    st.subheader("Start a small tuning run")
+    sources = read("sources")
+    with st.form("tune"):
+        paths = st.text_area("transcripts (one path per line)", "\n".join(sources))
+        window = st.number_input("window (tokens)", 1_000, 1_000_000, 16_000, step=1_000)
+        kinds = st.multiselect("strategies", list(STRATEGY_KINDS), ["progressive", "masking"])
+        trials = st.number_input("Optuna trials after the grid", 0, 20, 0)
+        submitted = st.form_submit_button("start")
+    if submitted:
+        chosen = [p.strip() for p in str(paths).splitlines() if p.strip()]
+        missing = [p for p in chosen if not Path(p).exists()]
+        if not chosen or missing:
+            st.error(f"Give existing transcript paths (missing: {', '.join(missing) or 'all'}).")
+            return
+        tuning_job.start(home(), chosen, int(window), strategies=kinds, trials=int(trials))
+    job = tuning_job.current(home())
+    if job is not None:
+        _progress(job)
 
 
 def render() -> None:
     st.title("Tuning lab")
-    st.info(HOW)
-    if session_ids():
-        st.caption("The sessions in this store can be tuned on once a tuning run is recorded.")
+    _runs()
+    _start_form()
 
 
 render()

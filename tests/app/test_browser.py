@@ -79,7 +79,6 @@ PAGES: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
     ("sessions", "/sessions", {}, ("Sessions", "Open a session", "django__django-11910")),
     ("retention", "/retention", {}, ("Anchor retention", "Silent drops")),
     ("emergencies", "/emergencies", {}, ("Emergencies", "1af7fc5e")),
-    ("tuning", "/tuning", {}, ("Tuning lab", "compactlens tune")),
 ]
 
 
@@ -121,6 +120,20 @@ def test_session_pages_render(
     page_text(served.driver, served.session(prefix), *expected)
     assert not exception_boxes(served.driver)
     screenshot(served.driver, name)
+
+
+def test_tuning_run_started_from_the_page_reports_progress_then_its_front(
+    served: Served,
+) -> None:
+    served.open("/tuning")
+    page_text(served.driver, "Start a small tuning run", "compactlens tune")
+
+    served.driver.find_element(By.XPATH, "//button[.//p[text()='start']]").click()
+
+    text = page_text(served.driver, "finished", "Pareto front", "Recommended config", timeout=120)
+    assert "tokens billed vs artifact retention" in text or "Pareto front:" in text
+    assert not exception_boxes(served.driver)
+    screenshot(served.driver, "tuning")
 
 
 def test_timeline_marker_link_opens_its_diff(served: Served) -> None:

@@ -16,6 +16,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from app import tuning_job
 from tests.app.fixtures import SCRIPT, FixtureHome, build_home
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
@@ -189,10 +190,26 @@ def test_emergencies_list_and_post_mortem(fixture_home: FixtureHome) -> None:
     assert {m.label for m in at.metric} >= {"messages dropped", "tokens dropped"}
 
 
-def test_tuning_page_says_how_to_run_the_lab(fixture_home: FixtureHome) -> None:
+def test_tuning_run_started_from_the_page_shows_its_front_and_config(
+    fixture_home: FixtureHome,
+) -> None:
     at = open_page("tuning")
+    assert "compactlens tune" in "".join(i.value for i in at.info)  # no run yet
+    assert str(at.text_area[0].value).count("transcripts/") == 3  # the store's sources
 
-    assert "compactlens tune" in "".join(i.value for i in at.info)
+    at.form_submit_button[0].click().run()
+    job = tuning_job.current(fixture_home.home)
+    assert job is not None
+    assert job.done.wait(120), "the tuning run did not finish"
+    assert job.error is None, job.error
+    at.run()
+
+    assert not at.exception
+    assert any(job.run_id and job.run_id in t.value for t in at.text)
+    assert "tokens billed vs artifact retention" in str(at.get("plotly_chart")[0].proto.spec)
+    assert any("Pareto front: " in t.value for t in at.text)
+    assert len(at.get("download_button")) == 1
+    assert any(c.language == "toml" for c in at.code)
 
 
 def test_script_and_html_in_content_stay_text(fixture_home: FixtureHome) -> None:

@@ -1,0 +1,100 @@
+"""A tuning run started from the app: ``run_tune`` in a daemon thread, its progress kept.
+
+One job at a time per app process (a second start while one runs is refused). Replays run
+inline in that thread (``workers=0``): no process pool is forked inside the server. The run
+writes its log and recommended TOML under ``<home>/tuning`` like ``compactlens tune``; this
+module only starts it and remembers what ``run_tune`` reported.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analytics import TuneProgress, run_tune
+
+SMALL_GRID: dict[str, list[Any]] = {"warn": [0.5, 0.6], "full": [0.85]}
+"""Two progressive configurations: a run that finishes in seconds on a few transcripts."""
+
+
+@dataclass
+class TuningJob:
+    """What a started run is doing: its progress, then its run id or its error."""
+
+    paths: list[str]
+    window: int
+    progress: TuneProgress | None = None
+    run_id: str | None = None
+    recommended: str | None = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def running(self) -> bool:
+        return not self.done.is_set()
+
+
+_LOCK = threading.Lock()
+_JOBS: dict[str, TuningJob] = {}
+
+
+def current(home: Path) -> TuningJob | None:
+    return _JOBS.get(str(home))
+
+
+def start(
+    home: Path,
+    paths: Sequence[str],
+    window: int,
+    *,
+    strategies: Sequence[str],
+    trials: int = 0,
+    grid: Mapping[str, Sequence[Any]] = SMALL_GRID,
+) -> TuningJob:
+    """Start a run unless one is running for ``home`` (then that one is returned)."""
+    with _LOCK:
+        job = _JOBS.get(str(home))
+        if job is not None and job.running:
+            return job
+        job = TuningJob(list(paths), window)
+        _JOBS[str(home)] = job
+    thread = threading.Thread(
+        target=_run,
+        args=(job, home, dict(grid), list(strategies), trials),
+        name="compactlens-tune",
+        daemon=True,
+    )
+    thread.start()
+    return job
+
+
+def _run(
+    job: TuningJob,
+    home: Path,
+    grid: Mapping[str, Sequence[Any]],
+    strategies: list[str],
+    trials: int,
+) -> None:
+    def on_progress(progress: TuneProgress) -> None:
+        job.progress = progress
+
+    try:
+        report = run_tune(
+            job.paths,
+            job.window,
+            grid=grid,
+            trials=trials,
+            strategies=strategies,
+            workers=0,
+            home=home,
+            progress=on_progress,
+        )
+        job.run_id = report.run_id
+        job.recommended = str(report.recommended.path) if report.recommended else None
+    except Exception as exc:  # the page shows it; the thread must end cleanly
+        job.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        job.done.set()

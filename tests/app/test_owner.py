@@ -1,0 +1,58 @@
+"""``app.owner``: the app's store owner finds its home, projects the spool on a timer, and a
+second owner of the same store is refused with the store's one-line message."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from analytics.errors import StoreLockedError
+from app.owner import StoreOwner, home_from
+from tests.app.fixtures import run_hostile
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        (["--home", "/h1"], {"COMPACTLENS_HOME": "/h2"}, "/h1"),
+        (["--home=/h3"], {}, "/h3"),
+        ([], {"COMPACTLENS_HOME": "/h2"}, "/h2"),
+        ([], {}, "data"),
+        (["--home"], {}, "data"),
+    ],
+)
+def test_home_from_flag_then_environment_then_default(
+    argv: list[str], environ: dict[str, str], expected: str
+) -> None:
+    assert home_from(argv, environ) == Path(expected)
+
+
+def test_spooled_events_are_projected_by_the_timer(tmp_path: Path) -> None:
+    owner = StoreOwner.open(tmp_path, interval_s=0.1)
+    try:
+        assert owner.events == 0
+        version = owner.version
+
+        run_hostile(tmp_path, session_id="late")
+
+        deadline = time.monotonic() + 5
+        while owner.version == version and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert owner.version > version
+        sessions = owner.read(lambda s: s.query("SELECT session_id FROM sessions"))
+        assert sessions.get_column("session_id").to_list() == ["late"]
+        assert owner.last_error is None
+    finally:
+        owner.close()
+
+
+def test_a_second_owner_is_refused_with_one_line(tmp_path: Path) -> None:
+    owner = StoreOwner.open(tmp_path, interval_s=60)
+    try:
+        with pytest.raises(StoreLockedError) as refused:
+            StoreOwner.open(tmp_path)
+        assert "\n" not in str(refused.value) and "another process" in str(refused.value)
+    finally:
+        owner.close()
