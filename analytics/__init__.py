@@ -9,6 +9,7 @@ other programs use; every module behind them is internal.
 from analytics.app_queries import (
     compaction_figures,
     compaction_list,
+    compaction_view,
     emergency_list,
     event_count,
     session_metadata,
@@ -86,6 +87,7 @@ __all__ = [
     "compaction_figures",
     "compaction_list",
     "compaction_turns",
+    "compaction_view",
     "compactions_frame",
     "compression_by_tier",
     "emergency_list",

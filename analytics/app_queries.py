@@ -80,6 +80,19 @@ def emergency_list(store: EventStore, session_id: str | None = None) -> pl.DataF
     )
 
 
+def compaction_view(store: EventStore, session_id: str, compaction_id: str) -> pl.DataFrame:
+    """The before and after views of one compaction with each message's text: side, position,
+    history_index, sha256, role, bytes, status, content (null when not captured)."""
+    return store.query(
+        """SELECT v.side, v.position, v.history_index, v.sha256, v.role, v.bytes, v.status,
+                  (SELECT any_value(b.content) FROM message_blobs b WHERE b.sha256 = v.sha256)
+                    AS content
+           FROM compaction_views v WHERE v.session_id = ? AND v.compaction_id = ?
+           ORDER BY v.side, v.position""",
+        [session_id, compaction_id],
+    )
+
+
 def session_metadata(store: EventStore, session_id: str) -> dict[str, Any]:
     """The metadata a session started with (empty when unknown)."""
     frame = store.query(

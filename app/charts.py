@@ -53,6 +53,30 @@ def timeline_figure(
     """Tokens of the view sent each turn (``turn_timeline`` rows), the uncompacted history,
     threshold bands from Warn up, and one marker trace per tier at each compaction (rows of
     ``compaction_turns``: turn, tokens_before, tier_name, id in customdata)."""
+    fig = _turn_lines(turns)
+    _bands(fig, threshold_tokens(thresholds, window, reserve), window)
+    for tier in TIERS:
+        rows = markers.filter(pl.col("tier_name") == tier) if markers.height else markers
+        if rows.height == 0:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=rows.get_column("turn").to_list(),
+                y=rows.get_column("tokens_before").to_list(),
+                mode="markers",
+                name=tier,
+                marker={"color": TIER_COLOURS[tier], "size": 11, "symbol": "diamond"},
+                customdata=rows.get_column("id").to_list(),
+                hovertemplate=f"{tier} at turn %{{x}}<br>%{{y}} tokens before<extra></extra>",
+            )
+        )
+    peak = max([float(window), *[float(v) for v in turns.get_column("tokens").drop_nulls()]])
+    fig.update_yaxes(range=[0, peak * 1.08])
+    return _layout(fig, title, "turn (model call)", "tokens")
+
+
+def _turn_lines(turns: pl.DataFrame) -> go.Figure:
+    """The view sent each turn, and the uncompacted history (hidden until asked for)."""
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -77,25 +101,7 @@ def timeline_figure(
                 visible="legendonly",
             )
         )
-    _bands(fig, threshold_tokens(thresholds, window, reserve), window)
-    for tier in TIERS:
-        rows = markers.filter(pl.col("tier_name") == tier) if markers.height else markers
-        if rows.height == 0:
-            continue
-        fig.add_trace(
-            go.Scatter(
-                x=rows.get_column("turn").to_list(),
-                y=rows.get_column("tokens_before").to_list(),
-                mode="markers",
-                name=tier,
-                marker={"color": TIER_COLOURS[tier], "size": 11, "symbol": "diamond"},
-                customdata=rows.get_column("id").to_list(),
-                hovertemplate=f"{tier} at turn %{{x}}<br>%{{y}} tokens before<extra></extra>",
-            )
-        )
-    peak = max([float(window), *[float(v) for v in turns.get_column("tokens").drop_nulls()]])
-    fig.update_yaxes(range=[0, peak * 1.08])
-    return _layout(fig, title, "turn (model call)", "tokens")
+    return fig
 
 
 def _bands(fig: go.Figure, levels: Mapping[str, float], window: int) -> None:

@@ -2,9 +2,10 @@
 summarised and dropped, side by side, with its anchors against the previous compaction.
 
 The before and after views are the ``compaction_views`` rows (message references with a status);
-text comes from the session's messages and the synthetic messages the compaction created, by
-hash. The anchors' item statuses are ``retention_detail``'s; the record is the ``compactions``
-row. All content is shown with ``st.text``/``st.code``: never as HTML.
+text comes from the content-addressed message blobs, by hash (history messages, the system
+prompt, and the synthetic messages this or an earlier compaction created). The anchors' item
+statuses are ``retention_detail``'s; the record is the ``compactions`` row. All content is shown
+with ``st.text``/``st.code``: never as HTML.
 """
 
 from __future__ import annotations
@@ -30,24 +31,12 @@ ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solu
 PREVIEW_CHARS = 2_000
 
 
-def _texts(sid: str) -> dict[str, str]:
-    """Message text by sha256: the session's system prompt, messages and the synthetic ones its
-    compactions created (a view may hold an earlier compaction's message)."""
-    out: dict[str, str] = {}
-    for name in ("system_prompt", "messages", "synthetic"):
-        rows = frame(name, sid)
-        for sha, content in rows.select("sha256", "content").iter_rows():
-            if content is not None:
-                out[str(sha)] = str(content)
-    return out
-
-
-def _message(row: dict[str, Any], texts: dict[str, str]) -> None:
+def _message(row: dict[str, Any]) -> None:
     status = str(row["status"])
     where = "synthetic" if row["history_index"] is None else f"history #{row['history_index']}"
     st.badge(status.upper(), color=STATUS_COLOURS.get(status, "gray"))  # type: ignore[arg-type]
     st.caption(f"{row['position']}. {row['role']} · {where} · {row['bytes']:,} bytes")
-    text = texts.get(str(row["sha256"]))
+    text = row["content"]
     if text is None:
         st.text("(no text stored: the session was captured as metadata)")
         return
@@ -55,7 +44,7 @@ def _message(row: dict[str, Any], texts: dict[str, str]) -> None:
     st.text(text[:PREVIEW_CHARS] + (f"\n… {more:,} more characters" if more > 0 else ""))
 
 
-def _side(column: Any, views: pl.DataFrame, side: str, texts: dict[str, str]) -> None:
+def _side(column: Any, views: pl.DataFrame, side: str) -> None:
     rows = views.filter(pl.col("side") == side).sort("position")
     with column:
         counts = rows.group_by("status").len().sort("status")
@@ -64,7 +53,7 @@ def _side(column: Any, views: pl.DataFrame, side: str, texts: dict[str, str]) ->
         st.caption(summary)
         for row in paginate(rows, f"{side}_page", page_size=30).iter_rows(named=True):
             with st.container(border=True):
-                _message(row, texts)
+                _message(row)
 
 
 def _anchors(sid: str, cid: str, previous: str | None) -> None:
@@ -136,11 +125,10 @@ def render() -> None:
     if following:
         with nav[2]:
             link("diff", "next compaction", session=sid, compaction=following)
-    views = frame("views", sid).filter(pl.col("compaction_id") == cid)
-    texts = _texts(sid)
+    views = frame("compaction_view", f"{sid}\n{cid}")
     left, right = st.columns(2)
-    _side(left, views, "before", texts)
-    _side(right, views, "after", texts)
+    _side(left, views, "before")
+    _side(right, views, "after")
     _anchors(sid, cid, previous)
     _record(record)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -149,6 +150,22 @@ def test_timeline_marker_link_opens_its_diff(served: Served) -> None:
     assert "SUMMARIZED" in text and "KEPT" in text
     assert not exception_boxes(served.driver)
     screenshot(served.driver, "diff")
+
+
+def test_clicking_a_marker_on_the_chart_opens_its_diff(served: Served) -> None:
+    sid = served.session("django")
+    served.open("/timeline", session=sid)
+    page_text(served.driver, "SOFT at turn")
+    markers = served.driver.find_elements(By.CSS_SELECTOR, "g.trace.scatter path.point")
+    assert markers, "no compaction marker drawn"
+
+    ActionChains(served.driver).move_to_element(markers[-1]).click().perform()
+
+    wait_for(lambda: "/diff" in served.driver.current_url, 15, "the diff page")
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(served.driver.current_url).query)
+    assert query["session"] == [sid] and query["compaction"][0]
+    page_text(served.driver, "Before:", "After:")
+    assert not exception_boxes(served.driver)
 
 
 def test_script_in_a_transcript_stays_inert(served: Served) -> None:

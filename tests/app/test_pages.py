@@ -190,6 +190,17 @@ def test_emergencies_list_and_post_mortem(fixture_home: FixtureHome) -> None:
     assert {m.label for m in at.metric} >= {"messages dropped", "tokens dropped"}
 
 
+def test_counterfactuals_are_computed_on_request(fixture_home: FixtureHome) -> None:
+    at = open_page("emergencies", session=session_with(fixture_home, "1af7fc5e"))
+    assert any("Not computed yet" in i.value for i in at.info)
+
+    at.button[0].click().run()
+
+    assert not at.exception
+    assert any("Smallest change that avoids it" in m.value for m in at.markdown)
+    assert not any("Not computed yet" in i.value for i in at.info)
+
+
 def test_tuning_run_started_from_the_page_shows_its_front_and_config(
     fixture_home: FixtureHome,
 ) -> None:
