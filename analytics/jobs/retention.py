@@ -38,6 +38,9 @@ ITEM_COLUMNS = (
 DETAIL_COLUMNS = (*ITEM_COLUMNS, "item_norm", "introduced_at", "reaches_last", "last_compaction")
 SILENT_DROP_COLUMNS = ("session_id", "anchor_type", "item", "introduced_at", "dropped_at")
 
+_GOLDEN = 0x9E3779B97F4A7C15
+_STATUSES = ("added", "changed", "kept", "dropped")
+_ADDED, _CHANGED, _KEPT, _DROPPED = range(4)
 _STRIP = " \t\r\n-*•·+>.,;:!?\"'`()[]{}"
 _INPUT_SCHEMA = {
     "session_id": pl.String,
@@ -99,16 +102,18 @@ def _base(anchor_items: pl.DataFrame) -> pl.DataFrame:
             & (pl.col("item_norm") != "")
         )
         .with_row_index("row")
+        .with_columns(cid_h=pl.col("compaction_id").hash())
         .collect()
     )
 
 
 def _compactions(base: pl.DataFrame) -> pl.DataFrame:
     """One row per compaction: its index ``ci`` (the row number; consecutive within a session, in
-    ``seq`` order) and whether it is its session's first/last."""
+    ``seq`` order), whether it is its session's first/last, and ``cid_h`` (its id's hash)."""
     return (
-        base.group_by("compaction_id")
-        .agg(pl.col("session_id", "seq").first())
+        base.lazy()
+        .select("cid_h", "compaction_id", "session_id", "seq")
+        .filter(pl.col("cid_h").is_first_distinct())
         .sort("session_id", "seq", "compaction_id")
         .with_row_index("ci")
         .with_columns(
@@ -116,14 +121,21 @@ def _compactions(base: pl.DataFrame) -> pl.DataFrame:
             first=pl.col("session_id") != pl.col("session_id").shift(1).fill_null(""),
             last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
         )
+        .collect()
     )
+
+
+def _mixed(group: pl.Expr, text_hash: pl.Expr) -> pl.Expr:
+    """One 64-bit key for (group, text): the text's hash xor the group times a large odd number
+    (wrapping), so that equal keys mean equal pairs with overwhelming probability."""
+    return text_hash ^ (group.cast(pl.UInt64) * pl.lit(_GOLDEN, dtype=pl.UInt64))
 
 
 def _items(base: pl.DataFrame, comps: pl.DataFrame) -> pl.DataFrame:
     """Integer columns only: one row per distinct normalised text per anchor of a compaction (the
     first in input order), ``rid`` = row number. ``group`` numbers (compaction, anchor type) so
-    that ``group + n_types`` is the same type at the next compaction: matching k to k+1 is an
-    equi-join on (group, text hash)."""
+    that ``group + n_types`` is the same type at the next compaction; ``key``/``next_key`` mix
+    it with the text's hash: matching k to k+1 is a join of ``next_key`` on ``key``."""
     order = {t: i for i, t in enumerate(ANCHOR_ORDER)}
     extra = sorted(set(base["anchor_type"].unique().drop_nulls().to_list()) - set(order))
     order.update({t: len(order) + i for i, t in enumerate(extra)})
@@ -132,36 +144,40 @@ def _items(base: pl.DataFrame, comps: pl.DataFrame) -> pl.DataFrame:
         base.lazy()
         .select(
             "row",
-            "compaction_id",
+            "cid_h",
             "position",
             h=pl.col("item_norm").hash(),
-            torder=pl.col("anchor_type")
-            .replace_strict(order, default=len(order), return_dtype=pl.Int64)
-            .cast(pl.Int64),
+            torder=pl.col("anchor_type").replace_strict(
+                order, default=len(order), return_dtype=pl.Int64
+            ),
         )
         .join(
-            comps.lazy().select("compaction_id", "ci", "first", "last"),
-            on="compaction_id",
+            comps.lazy().select("cid_h", "ci", "first", "last"),
+            on="cid_h",
             maintain_order="left",
         )
         .with_columns(group=pl.col("ci") * n_types + pl.col("torder"))
-        .with_columns(next_group=pl.col("group") + n_types)
-        .filter(pl.struct("group", "h").is_first_distinct())
-        .drop("compaction_id")
+        .with_columns(
+            next_group=pl.col("group") + n_types,
+            key=_mixed(pl.col("group"), pl.col("h")),
+            next_key=_mixed(pl.col("group") + n_types, pl.col("h")),
+        )
+        .filter(pl.col("key").is_first_distinct())
+        .drop("cid_h")
         .with_row_index("rid")
         .with_columns(pl.col("rid").cast(pl.Int64))
         .collect()
     )
 
 
-def _best_matches(items: pl.DataFrame, norms: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+def _best_matches(items: pl.DataFrame, norms: pl.Series) -> tuple[pl.DataFrame, np.ndarray]:
     """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
     whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
     rest compared in bulk within (pair of compactions, anchor type)."""
     prev = items.filter(~pl.col("last"))
     curr = items.filter(~pl.col("first"))
-    exact = prev.select(a_rid="rid", group="next_group", h="h").join(
-        curr.select(b_rid="rid", group="group", h="h"), on=["group", "h"]
+    exact = prev.select(a_rid="rid", key="next_key").join(
+        curr.select(b_rid="rid", key="key"), on="key"
     )
     done_a = np.zeros(items.height, dtype=bool)
     done_a[exact["a_rid"].to_numpy()] = True
@@ -175,9 +191,11 @@ def _best_matches(items: pl.DataFrame, norms: np.ndarray) -> tuple[pl.DataFrame,
             on="group",
         )
     )
-    a_rid, b_rid = pairs["a_rid"].to_numpy(), pairs["b_rid"].to_numpy()
+    row = items["row"]
+    a_text = norms.gather(row.gather(pairs["a_rid"])).to_numpy()
+    b_text = norms.gather(row.gather(pairs["b_rid"])).to_numpy()
     fuzzy = (
-        pairs.select("b_rid", "a_rid", _scores(norms[a_rid], norms[b_rid]))
+        pairs.select("b_rid", "a_rid", _scores(a_text, b_text))
         .filter(pl.col("similarity") >= CHANGED_SIMILARITY)
         .sort(["b_rid", "similarity", "a_rid"], descending=[False, True, False])
     )
@@ -221,16 +239,20 @@ def _status_rows(items: pl.DataFrame, best: pl.DataFrame, matched: np.ndarray) -
     )
     present = ints.with_columns(
         status=pl.when(pl.col("similarity") >= KEPT_SIMILARITY)
-        .then(pl.lit("kept"))
+        .then(pl.lit(_KEPT, dtype=pl.Int64))
         .when(pl.col("similarity").is_not_null())
-        .then(pl.lit("changed"))
-        .otherwise(pl.lit("added")),
-        dropped=pl.lit(value=False),
+        .then(pl.lit(_CHANGED, dtype=pl.Int64))
+        .otherwise(pl.lit(_ADDED, dtype=pl.Int64)),
     )
     dropped = ints.filter(~pl.col("last") & ~pl.Series(matched)).with_columns(
-        ci=pl.col("ci") + 1, status=pl.lit("dropped"), dropped=pl.lit(value=True)
+        ci=pl.col("ci") + 1, status=pl.lit(_DROPPED, dtype=pl.Int64)
     )
-    return pl.concat([present, dropped]).sort("ci", "torder", "dropped", "position", "row")
+    # one packed integer key (multi-column sorts cost ten times more); dropped after the others
+    order = (
+        (pl.col("ci") * 64 + pl.col("torder").clip(0, 63)) * 2
+        + (pl.col("status") == _DROPPED).cast(pl.Int64)
+    ) * (1 << 20) + pl.col("position").fill_null(0).clip(0, (1 << 20) - 1)
+    return pl.concat([present, dropped]).sort(order, maintain_order=True)
 
 
 def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
@@ -244,8 +266,7 @@ def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=_DETAIL_SCHEMA)
     comps = _compactions(base)
     items = _items(base, comps)
-    norms = base["item_norm"].gather(items["row"]).to_numpy()
-    best, matched = _best_matches(items, norms)
+    best, matched = _best_matches(items, base["item_norm"])
     rows = _status_rows(items, best, matched)
     at, ci = rows["row"], rows["ci"]
     return pl.DataFrame(
@@ -255,7 +276,7 @@ def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
             "compaction_seq": comps["seq"].gather(ci),
             "anchor_type": base["anchor_type"].gather(at),
             "item": base["item"].gather(at),
-            "status": rows["status"],
+            "status": pl.Series(_STATUSES).gather(rows["status"]),
             "similarity": rows["similarity"],
             "item_norm": base["item_norm"].gather(at),
             "introduced_at": comps["compaction_id"].gather(rows["root_ci"]),
@@ -322,6 +343,7 @@ def silent_drops(detail: pl.DataFrame) -> pl.DataFrame:
     )
     later = (
         detail.filter((pl.col("status") != "dropped") & pl.col("anchor_type").is_in(WATCHED_TYPES))
+        .join(drops.select("session_id", "anchor_type").unique(), on=["session_id", "anchor_type"])
         .group_by("session_id", "anchor_type", "item_norm")
         .agg(last_seq=pl.col("compaction_seq").max())
     )
@@ -342,16 +364,34 @@ def intent_drift(detail: pl.DataFrame) -> pl.DataFrame:
     """Per session and compaction with a user intent (from :func:`retention_detail`): its intent
     (normalised items joined by a space, in anchor order) and its similarity 0..100 to the
     session's first intent."""
-    intents = (
-        detail.filter((pl.col("status") != "dropped") & (pl.col("anchor_type") == "user_intent"))
-        .group_by("session_id", "compaction_id", "compaction_seq", maintain_order=True)
-        .agg(intent=pl.col("item_norm").str.join(" "))
-        .with_columns(first=pl.col("intent").first().over("session_id"))
+    items = detail.filter(
+        (pl.col("status") != "dropped") & (pl.col("anchor_type") == "user_intent")
+    ).with_columns(g=pl.col("compaction_id").rle_id())  # the detail is in compaction order
+    intents = items.group_by("g", maintain_order=True).agg(
+        pl.col("compaction_id", "session_id", "compaction_seq").first(),
+        n=pl.len(),
+        intent=pl.col("item_norm").first(),
     )
+    if (intents["n"] > 1).any():  # joining strings in groups is slow: only where needed
+        joined = (
+            items.join(intents.filter(pl.col("n") > 1).select("g"), on="g", how="semi")
+            .group_by("g")
+            .agg(joined=pl.col("item_norm").str.join(" "))
+        )
+        intents = intents.join(joined, on="g", how="left", maintain_order="left").with_columns(
+            intent=pl.coalesce("joined", "intent")
+        )
+    intents = intents.with_columns(
+        first=pl.col("intent").first().over("session_id")
+    ).with_row_index("i")
+    # an unchanged intent is 100 without scoring it
+    moved = intents.filter(pl.col("intent") != pl.col("first"))
+    score = np.full(intents.height, 100.0)
+    score[moved["i"].to_numpy()] = similarities(moved["intent"], moved["first"]).to_numpy()
     return intents.select(
         pl.col("session_id").cast(pl.String),
         pl.col("compaction_id").cast(pl.String),
         pl.col("compaction_seq").cast(pl.Int64),
         pl.col("intent").cast(pl.String),
-        similarities(intents["intent"], intents["first"]),
+        similarity=pl.Series(score, dtype=pl.Float64),
     )

@@ -270,3 +270,22 @@ def test_empty_input_gives_empty_outputs_with_their_columns() -> None:
         "similarity",
     ]
     assert intent_drift(detail).height == 0
+
+
+def test_an_intent_of_several_items_is_joined_in_anchor_order() -> None:
+    drift = intent_drift(
+        retention_detail(
+            frame(
+                [
+                    ("s1", "c1", 1, "user_intent", 1, "Keep the API stable."),
+                    ("s1", "c1", 1, "user_intent", 0, "Fix the cache"),
+                    ("s1", "c2", 2, "user_intent", 0, "Fix the cache"),
+                ]
+            )
+        )
+    )
+    assert drift.select("compaction_id", "intent").rows() == [
+        ("c1", "fix the cache keep the api stable"),
+        ("c2", "fix the cache"),
+    ]
+    assert 0.0 < drift["similarity"][1] < 100.0
