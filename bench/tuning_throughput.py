@@ -11,6 +11,7 @@ Run: ``.venv/bin/python bench/tuning_throughput.py [--sessions N]``.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def main() -> int:
     scope = f"first {len(sessions)}" if args.sessions else f"all {len(sessions)}"
     print(f"{scope} sessions with a turn ({turns:,} turns) x {CONFIGS} configs, window {WINDOW:,}")
     rates: dict[int, float] = {}
+    print(f"CPUs: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f} (shared hosts: a")
+    print("load above 0 means other processes compete with the workers and cap the speed-up)")
     for workers in (1, 2):
         seconds, rate = _rate(sessions, workers)
         rates[workers] = rate
@@ -58,7 +61,9 @@ def main() -> int:
             f"{workers} worker(s): {len(sessions) * CONFIGS:,} replays in {seconds:6.1f}s "
             f"= {rate:7.1f} (sessions x configs)/s"
         )
-    print(f"speed-up 2 vs 1 worker: {rates[2] / rates[1]:.2f}x")
+    print(
+        f"speed-up 2 vs 1 worker: {rates[2] / rates[1]:.2f}x (load after: {os.getloadavg()[0]:.2f})"
+    )
     return 0
 
 

@@ -111,7 +111,9 @@ class DaskBackend:
 
         client_class: Any = distributed.Client
         self.client: Any = client_class(address)
-        self.sessions: Any = self.client.scatter(sessions, broadcast=True, hash=False)
+        self.sessions: Any
+        # one future for the whole list (scattering the list itself would make one per session)
+        (self.sessions,) = self.client.scatter([sessions], broadcast=True, hash=False)
 
     def run(self, tasks: Sequence[Task], window: int) -> Iterator[tuple[str, list[SessionMetrics]]]:
         import distributed

@@ -85,6 +85,8 @@ class TuneReport:
     tune_sessions: list[str]
     held_back_sessions: list[str]
     table: pl.DataFrame
+    tune_table: pl.DataFrame
+    """The same figures on the tuning sessions (what the recommendation was chosen on)."""
     specs: dict[str, StrategySpec]
     pareto: list[str]
     recommended: Recommendation | None
@@ -279,6 +281,7 @@ def _report(
         tune_sessions=tune_ids,
         held_back_sessions=held_ids,
         table=table,
+        tune_table=figures_table(results, set(tune_ids), window),
         specs={k: v[0] for k, v in results.items()},
         pareto=pareto_front(table) if table.height else [],
         recommended=chosen,
