@@ -102,7 +102,12 @@ def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60] or "model"
+    """A file-name part for a model name; names that had to change get a hash suffix, so two
+    models never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60] or "model"
+    if safe == name:
+        return safe
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
 
 
 def recommend(
@@ -113,11 +118,14 @@ def recommend(
     path: Path,
     *,
     model: str = "",
+    distinct: bool = False,
 ) -> Recommendation | None:
-    """Choose on ``tune_ids``, write the TOML to ``path``, report on ``held_ids``."""
+    """Choose on ``tune_ids``, write the TOML to ``path``, report on ``held_ids``. None when no
+    trial is feasible, or (``distinct``) when every trial bills the same on ``tune_ids`` (the
+    sessions never compacted: nothing to choose between)."""
     tune_table = figures_table(trials, tune_ids, window)
     key = choose(tune_table) if tune_table.height else None
-    if key is None:
+    if key is None or (distinct and tune_table["tokens_billed"].n_unique() < 2):
         return None
     spec, metrics = trials[key]
     held_rows = [m for m in metrics if m.session_id in held_ids]
@@ -142,7 +150,8 @@ def model_profiles(
     folder: Path,
     stem: str,
 ) -> list[Recommendation]:
-    """A recommendation per model with at least ``MIN_PROFILE_SESSIONS`` tuning sessions."""
+    """A recommendation per model with at least ``MIN_PROFILE_SESSIONS`` tuning sessions on
+    which the trials differ."""
     some = next(iter(trials.values()), None)
     if some is None:
         return []
@@ -157,7 +166,7 @@ def model_profiles(
         if len(tune) < MIN_PROFILE_SESSIONS or not held:
             continue
         path = folder / f"{stem}-recommended-{_safe(model)}.toml"
-        found = recommend(trials, set(tune), set(held), window, path, model=model)
+        found = recommend(trials, set(tune), set(held), window, path, model=model, distinct=True)
         if found is not None:
             out.append(found)
     return out

@@ -114,7 +114,8 @@ def new_header(
 @dataclass(frozen=True)
 class TuningFrames:
     """Every run under a home: ``runs`` (one row each), ``trials`` (one row per trial and
-    session, with the spec's name, kind and settings as JSON)."""
+    session: the spec's name, kind and settings as JSON, whether the session was held back,
+    every ``SessionMetrics`` field and ``tokens_billed``)."""
 
     runs: pl.DataFrame
     trials: pl.DataFrame
@@ -169,4 +170,13 @@ def load_runs(home: Path) -> TuningFrames:
             }
         )
         trials += rows
-    return TuningFrames(runs=pl.DataFrame(runs), trials=pl.DataFrame(trials))
+    run_frame = pl.DataFrame(runs)
+    if run_frame.height:
+        run_frame = run_frame.with_columns(pl.col("started_at").str.to_datetime(time_zone="UTC"))
+    trial_frame = pl.DataFrame(trials, infer_schema_length=None)
+    if trial_frame.height:
+        billed = pl.col("view_tokens") + pl.col("summarizer_input_tokens")
+        trial_frame = trial_frame.with_columns(
+            tokens_billed=billed + pl.col("summarizer_output_tokens")
+        )
+    return TuningFrames(runs=run_frame, trials=trial_frame)

@@ -56,15 +56,22 @@ def test_recommendation_is_written_as_a_loadable_config_and_reported_on_held_bac
     assert "tool-time offload (OffloadHook with offload_threshold): on" in found.path.read_text()
 
 
-def test_a_profile_per_model_with_enough_tuning_sessions(tmp_path: Path) -> None:
+def test_a_profile_per_model_with_enough_tuning_sessions_that_differ(tmp_path: Path) -> None:
     spec = StrategySpec(kind="progressive")
-    rows = [_metrics(f"t{k}", 10, "gpt-x") for k in range(5)] + [_metrics("h", 5, "gpt-x")]
-    rows += [_metrics("u", 1, "rare"), _metrics("v", 1, "rare")]
-    tune = {f"t{k}" for k in range(5)} | {"u"}
-    profiles = model_profiles({"a": (spec, rows)}, tune, {"h", "v"}, 1000, tmp_path, "run")
-    assert [(p.model, p.path.name, p.held_back["tokens_billed"]) for p in profiles] == [
-        ("gpt-x", "run-recommended-gpt-x.toml", 5)
-    ]
+    other = StrategySpec(kind="progressive", config=CompactorConfig(warn=0.65))
+    tune = {f"{p}{k}" for p in "tsw" for k in range(5)}
+
+    def rows(billed: int) -> list[SessionMetrics]:
+        out = [_metrics(f"t{k}", billed + k, "gpt-x") for k in range(5)]
+        out += [_metrics(f"s{k}", 10, "same") for k in range(5)]  # never compacted: all tie
+        out += [_metrics(f"w{k}", billed + k, "a/b") for k in range(5)]
+        return [*out, _metrics("h", billed, "gpt-x"), _metrics("hs", 1, "same")]
+
+    trials = {"a": (spec, rows(10)), "b": (other, rows(20)), "c": (spec, rows(30))}
+    profiles = model_profiles(trials, tune, {"h", "hs"}, 1000, tmp_path, "run")
+    assert [(p.model, p.key, p.path.name, p.held_back["tokens_billed"]) for p in profiles] == [
+        ("gpt-x", "a", "run-recommended-gpt-x.toml", 10)
+    ]  # "a/b" has no held-back session; "same" never differs
 
 
 def test_split_is_stable_and_leaves_both_sides_non_empty() -> None:
@@ -73,3 +80,11 @@ def test_split_is_stable_and_leaves_both_sides_non_empty() -> None:
     assert (tune, held) == split_sessions(list(ids))
     assert tune and held and sorted(tune + held) == sorted(ids)
     assert split_sessions(["only"]) == (["only"], ["only"])
+
+
+def test_model_names_that_sanitise_alike_get_different_profile_files() -> None:
+    from analytics.tuning.recommend import _safe
+
+    assert _safe("gpt-4o") == "gpt-4o"
+    assert _safe("x/y") != _safe("x_y")
+    assert _safe("x/y").startswith("x_y-")

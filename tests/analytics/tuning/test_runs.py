@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import distributed
+import polars as pl
 import pytest
 
 from analytics.commands import load_config
@@ -82,6 +83,9 @@ def test_tune_json_has_the_spec_keys_and_the_toml_loads_as_config(
     frames = load_runs(tmp_path / "home")
     assert frames.runs["trials_done"].to_list() == [10]
     assert frames.trials.height == 10 * 6
+    assert frames.runs["started_at"].dtype == pl.Datetime("us", "UTC")
+    billed = frames.trials.filter(~pl.col("held_back")).group_by("key").agg(pl.sum("tokens_billed"))
+    assert sorted(billed["tokens_billed"]) == sorted(report.tune_table["tokens_billed"])
 
 
 def test_a_killed_run_resumes_and_ends_as_an_uninterrupted_run(
