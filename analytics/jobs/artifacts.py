@@ -7,9 +7,11 @@ in their text, and the commands (``command``/``cmd``/``script``) and paths (``pa
 ``file_path``, ...) in their tool-call arguments. The *view* is the compacted context: every
 message the compaction created (the compaction message with its summary, anchors and offload
 references; placeholders; cut copies) and the text and tool-call arguments of the messages it
-kept. An artifact is retained when its exact text occurs in the view (one Aho-Corasick pass per
-compaction). A path mentioned only by its basename is *not* retained: ``cache.py`` does not say
-which ``cache.py``. Paths inside a command are part of that command, not separate artifacts.
+kept. An artifact is retained when its exact text occurs in one message of the view (a literal
+substring test). A path mentioned only by its basename is *not* retained: ``cache.py`` does not say
+which ``cache.py``. A path inside a tool call's command is part of that command, not a separate
+artifact. Synthetic messages in the head (an earlier compaction message) are not history and are
+skipped: their artifacts were counted when their own head was summarised.
 Sessions captured as metadata have no text: their rate is null with ``no_content`` true, never 0.
 
 Extraction is this module's own (regexes below); it reads nothing and writes nothing.
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import polars as pl
 
-_SEG = r"[A-Za-z0-9_@+~-][A-Za-z0-9_.@+~-]*"
+_W = r"[A-Za-z0-9_@+~-]"
+_SEG = rf"\.?{_W}+(?:\.{_W}+)*"  # a name; dots inside (or leading: .github), never trailing
 _EXT = (
     "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|sh|md|rst|txt|"
     "json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|html|css|csv|lock|xml|ipynb|log"
 )
 PATH_PATTERN = (
     rf"(?:\.{{1,2}}/{_SEG}(?:/{_SEG})*"  # ./x, ../a/b
-    rf"|/?{_SEG}(?:/{_SEG})+"  # a/b, /a/b/c (filtered below: an extension or two slashes)
+    rf"|/?(?:{_SEG}/)+\.?{_W}+(?:\.{_W}+)*\.[A-Za-z0-9]{{1,8}}\b"  # src/x.py, /etc/a.conf
+    rf"|/?(?:{_SEG}/){{2,}}{_SEG}"  # a/b/c, /etc/hosts (one slash and no extension: and/or)
     rf"|\b[A-Za-z0-9_-]+\.(?:{_EXT})\b)"  # setup.py
 )
 """Path-like tokens in text: ./x, a/b/c, src/x.py, /etc/hosts, setup.py."""
@@ -39,7 +43,6 @@ ERROR_PATTERN = (
 _JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
 COMMAND_KEYS = ("command", "cmd", "script")
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
-_TRAILING = ".,:;!?)]}>'\"`"
 _TOOL_CALLS = pl.List(pl.Struct({"id": pl.String, "name": pl.String, "arguments": pl.String}))
 
 DETAIL_SCHEMA: dict[str, type[pl.DataType]] = {
@@ -71,18 +74,9 @@ def _json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
 
 
 def text_paths(text: pl.Expr) -> pl.Expr:
-    """Path-like tokens in ``text`` (a list per row), trailing punctuation stripped; a token
-    with one slash and no extension (``and/or``) is not a path."""
+    """Path-like tokens in ``text`` (a list per row); URLs are not paths."""
     without_urls = text.str.replace_all(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", " ")
-    return without_urls.str.extract_all(PATH_PATTERN).list.eval(
-        pl.element()
-        .str.strip_chars_end(_TRAILING)
-        .filter(
-            pl.element().str.starts_with(".")
-            | pl.element().str.contains(rf"\.(?:{_EXT}|[A-Za-z0-9]{{1,8}})$")
-            | (pl.element().str.count_matches("/") >= 2)
-        )
-    )
+    return without_urls.str.extract_all(PATH_PATTERN)
 
 
 def error_lines(text: pl.Expr) -> pl.Expr:
@@ -96,16 +90,24 @@ def _arguments(tool_calls: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     return calls.list.eval(pl.element().struct.field("arguments")).list.join("\n")
 
 
-def _messages(messages: pl.DataFrame) -> pl.LazyFrame:
-    """session_id, idx, content and the joined tool-call arguments of each message."""
+def _with_messages(rows: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
+    """``rows`` (session_id, idx, ...) joined to their message's content and tool-call
+    arguments (all of a message's arguments as one text), in the order of ``rows``."""
     dtype = messages.schema.get("tool_calls", pl.String())
-    return messages.lazy().select(
+    text = messages.lazy().select(
         pl.col("session_id").cast(pl.String),
         pl.col("idx").cast(pl.Int64),
         pl.col("content").cast(pl.String),
-        arguments=_arguments(pl.col("tool_calls"), dtype)
-        if dtype != pl.Null
-        else pl.lit(None, dtype=pl.String),
+        pl.col("tool_calls"),
+    )
+    return (
+        rows.join(text, on=["session_id", "idx"], maintain_order="left")
+        .with_columns(
+            arguments=_arguments(pl.col("tool_calls"), dtype)
+            if dtype != pl.Null
+            else pl.lit(None, dtype=pl.String)
+        )
+        .drop("tool_calls")
     )
 
 
@@ -148,34 +150,38 @@ def head_artifacts(compaction_views: pl.DataFrame, messages: pl.DataFrame) -> pl
             pl.col("position").cast(pl.Int64),
             pl.col("history_index").cast(pl.Int64).alias("idx"),
         )
-        .join(_messages(messages), on=["session_id", "idx"])
-        .sort("compaction_id", "position")
+        .pipe(_with_messages, messages)
+        .select(
+            "session_id",
+            "compaction_id",
+            path=pl.concat_list(
+                text_paths(pl.col("content")).fill_null([]),
+                _json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+            ),
+            command=_json_values(pl.col("arguments"), COMMAND_KEYS),
+            error=error_lines(pl.col("content")),
+        )
+        .collect()
+        .lazy()
     )
-    kinds = {
-        "path": pl.concat_list(
-            text_paths(pl.col("content")).fill_null([]),
-            _json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
-        ),
-        "command": _json_values(pl.col("arguments"), COMMAND_KEYS),
-        "error": error_lines(pl.col("content")),
-    }
     found = [
-        head.select("session_id", "compaction_id", kind=pl.lit(kind), artifact=expr)
+        head.select("session_id", "compaction_id", kind=pl.lit(kind), artifact=kind)
+        .filter(pl.col("artifact").list.len() > 0)
         .explode("artifact")
-        .filter(pl.col("artifact").is_not_null() & (pl.col("artifact") != ""))
-        for kind, expr in kinds.items()
+        for kind in ("path", "command", "error")
     ]
     return (
         pl.concat(found)
+        .filter(pl.col("artifact").is_not_null() & (pl.col("artifact") != ""))
         .unique(subset=["compaction_id", "kind", "artifact"], keep="first", maintain_order=True)
         .collect()
     )
 
 
-def view_texts(
+def view_parts(
     compaction_views: pl.DataFrame, messages: pl.DataFrame, synthetic: pl.DataFrame
-) -> pl.DataFrame:
-    """compaction_id, view: the text of each compacted view (the messages the compaction
+) -> pl.LazyFrame:
+    """compaction_id, text: the parts of each compacted view (the messages the compaction
     created, and the content and tool-call arguments of the messages it kept)."""
     created = synthetic.lazy().select(
         pl.col("compaction_id").cast(pl.String), text=pl.col("content").cast(pl.String)
@@ -192,19 +198,13 @@ def view_texts(
             pl.col("compaction_id").cast(pl.String),
             pl.col("history_index").cast(pl.Int64).alias("idx"),
         )
-        .join(_messages(messages), on=["session_id", "idx"])
+        .pipe(_with_messages, messages)
         .select(
             "compaction_id",
             text=pl.concat_str("content", "arguments", separator="\n", ignore_nulls=True),
         )
     )
-    return (
-        pl.concat([created, kept])
-        .filter(pl.col("text").is_not_null())
-        .group_by("compaction_id")
-        .agg(view=pl.col("text").str.join("\n"))
-        .collect()
-    )
+    return pl.concat([created, kept]).filter(pl.col("text").is_not_null())
 
 
 def artifact_detail(
@@ -215,23 +215,20 @@ def artifact_detail(
     sessions: pl.DataFrame,
 ) -> pl.DataFrame:
     """One row per head artifact of each target compaction: session_id, compaction_id, kind,
-    artifact, retained (its exact text occurs in the compacted view)."""
+    artifact, retained (its exact text occurs in a message of the compacted view)."""
     targets = _targets(compactions, sessions).filter(~pl.col("no_content"))
     found = (
         head_artifacts(compaction_views, messages)
         .lazy()
         .join(targets.select("compaction_id"), on="compaction_id", how="semi")
     )
-    patterns = found.group_by("compaction_id").agg(patterns=pl.col("artifact").unique())
+    # a substring test per (view part, artifact): cheap literal searches, no automaton per row
     seen = (
-        patterns.join(view_texts(compaction_views, messages, synthetic).lazy(), on="compaction_id")
-        .select(
-            "compaction_id",
-            artifact=pl.col("view").str.extract_many(pl.col("patterns"), overlapping=True),
-        )
-        .explode("artifact")
-        .unique()
-        .with_columns(retained=pl.lit(value=True))
+        view_parts(compaction_views, messages, synthetic)
+        .join(found.select("compaction_id", "artifact"), on="compaction_id")
+        .filter(pl.col("text").str.contains(pl.col("artifact"), literal=True))
+        .select("compaction_id", "artifact", retained=pl.lit(value=True))
+        .unique(subset=["compaction_id", "artifact"])
     )
     return (
         found.join(seen, on=["compaction_id", "artifact"], how="left", maintain_order="left")

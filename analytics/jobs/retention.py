@@ -2,15 +2,18 @@
 
 Input is the store's ``anchor_items`` frame (one row per item of an anchor of a compaction).
 Within a session the compactions that have items are ordered by ``seq``; the items of compaction
-k+1 are matched to those of k per anchor type on normalised text (casefolded, whitespace
-collapsed, bullets and punctuation stripped at both ends): equal normalised text is ``kept``
-(similarity 100) through a join, the leftovers are compared in bulk with rapidfuzz's
-``token_sort_ratio``: >= 90 ``kept``, >= 60 ``changed`` (the best match), else the item of k+1 is
-``added`` and an item of k without any match is ``dropped`` at k+1. The first compaction's items
-are ``added``. Matching is best-match, not one-to-one: two items merged into one both count as
-matched. Each item's chain (kept/changed links back to where it was added) gives
-``introduced_at`` and whether it reaches the session's last compaction.
+k+1 are matched to those of k per anchor type on normalised text (lowercased, whitespace
+collapsed, bullets and punctuation stripped at both ends). Equal normalised texts are ``kept``
+with similarity 100 through an integer-key join (64-bit hashes of the text); only the leftovers
+are scored, in bulk, with rapidfuzz's ``token_sort_ratio`` (word order does not matter): the
+best match >= 90 is ``kept``, >= 60 ``changed``, else the item of k+1 is ``added``; an item of k
+with no match >= 60 in k+1 is ``dropped`` at k+1. The first compaction's items are ``added``.
+Matching is best-match, not one-to-one (two items merged into one both count as matched).
+Following each item's kept/changed links back gives where it was introduced and whether it
+reaches the session's last compaction.
 
+Call :func:`retention_detail` once and hand its result to :func:`anchor_survival`,
+:func:`silent_drops` and :func:`intent_drift`; :func:`retention_items` is its SPEC 5.3 columns.
 This module reads nothing and writes nothing: DataFrames in, DataFrames out.
 """
 
