@@ -258,13 +258,19 @@ def _status_rows(items: pl.DataFrame, best: pl.DataFrame, matched: np.ndarray) -
     return pl.concat([present, dropped]).sort(order, maintain_order=True)
 
 
-def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
+def retention_detail(
+    anchor_items: pl.DataFrame,
+    compactions: pl.DataFrame | None = None,
+    sessions: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """:data:`ITEM_COLUMNS` plus ``item_norm``, ``introduced_at`` (compaction id where the item's
     kept/changed chain began), ``reaches_last`` (that chain is present in the session's last
     compaction) and ``last_compaction`` (the row's compaction is its session's last): the input
     of :func:`anchor_survival`, :func:`silent_drops` and :func:`intent_drift`. Rows are in
-    session, compaction, anchor type and position order, dropped rows after the others."""
-    base = _base(anchor_items)
+    session, compaction, anchor type and position order, dropped rows after the others.
+    Given ``compactions``/``sessions``, items of no-op compactions (``effective`` false) and
+    of deleted sessions (``deleted_at`` set) are left out first."""
+    base = _base(_counted(anchor_items, compactions, sessions))
     if base.height == 0:
         return pl.DataFrame(schema=_DETAIL_SCHEMA)
     comps = _compactions(base)
@@ -290,9 +296,31 @@ def retention_detail(anchor_items: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def retention_items(anchor_items: pl.DataFrame) -> pl.DataFrame:
+def retention_items(
+    anchor_items: pl.DataFrame,
+    compactions: pl.DataFrame | None = None,
+    sessions: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """One row per item per compaction with its status (SPEC 5.3 ``items``)."""
-    return retention_detail(anchor_items).select(ITEM_COLUMNS)
+    return retention_detail(anchor_items, compactions, sessions).select(ITEM_COLUMNS)
+
+
+def _counted(
+    anchor_items: pl.DataFrame, compactions: pl.DataFrame | None, sessions: pl.DataFrame | None
+) -> pl.DataFrame:
+    """The items of effective compactions of live sessions (when those frames are given)."""
+    out = anchor_items
+    if compactions is not None:
+        noops = compactions.filter(pl.col("effective").not_()).select(
+            compaction_id=pl.col("id").cast(pl.String)
+        )
+        out = out.join(noops, on="compaction_id", how="anti", maintain_order="left")
+    if sessions is not None:
+        deleted = sessions.filter(pl.col("deleted_at").is_not_null()).select(
+            pl.col("session_id").cast(pl.String)
+        )
+        out = out.join(deleted, on="session_id", how="anti", maintain_order="left")
+    return out
 
 
 def _share(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:

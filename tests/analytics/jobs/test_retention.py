@@ -289,3 +289,24 @@ def test_an_intent_of_several_items_is_joined_in_anchor_order() -> None:
         ("c2", "fix the cache"),
     ]
     assert 0.0 < drift["similarity"][1] < 100.0
+
+
+def test_noop_compactions_and_deleted_sessions_are_left_out() -> None:
+    items = frame(
+        [
+            ("s1", "c1", 1, "key_decision", 0, "Use SQLite"),
+            ("s1", "noop", 2, "key_decision", 0, "Use SQLite"),
+            ("s1", "c3", 3, "key_decision", 0, "Use SQLite"),
+            ("gone", "g1", 1, "key_decision", 0, "Use SQLite"),
+        ]
+    )
+    compactions = pl.DataFrame(
+        {"id": ["c1", "noop", "c3", "g1"], "effective": [True, False, True, True]}
+    )
+    sessions = pl.DataFrame(
+        {"session_id": ["s1", "gone"], "deleted_at": [None, "2026-11-30T00:00:00Z"]}
+    )
+    assert statuses(retention_items(items, compactions, sessions)) == [
+        ("c1", "Use SQLite", "added"),
+        ("c3", "Use SQLite", "kept"),
+    ]
