@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from analytics import queries
+from analytics.jobs.artifacts import artifact_detail, artifact_losses, artifact_retention
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import retention_detail, silent_drops
@@ -92,6 +93,20 @@ def _postmortem(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     }
 
 
+def _artifacts(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    detail = artifact_detail(
+        inputs["compactions"],
+        inputs["views"],
+        inputs["messages"],
+        inputs["synthetic"],
+        inputs["sessions"],
+    )
+    return {
+        "job_artifacts": artifact_retention(inputs["compactions"], inputs["sessions"], detail),
+        "job_artifact_losses": artifact_losses(detail),
+    }
+
+
 def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     rows = offload_read_backs(inputs["offloads"], inputs["messages"], inputs["sessions"])
     return {"job_offload_read_backs": rows}
@@ -102,6 +117,7 @@ JOBS: tuple[Job, ...] = (
     Job("retention", 1, _retention),
     Job("postmortem", 1, _postmortem),
     Job("offloads", 1, _offloads),
+    Job("artifacts", 1, _artifacts),
 )
 
 

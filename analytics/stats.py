@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from analytics import queries
+from analytics.jobs.artifacts import overall_artifact_retention
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.retention import anchor_survival
 from analytics.jobs.tiers import emergency_summary
@@ -131,16 +132,14 @@ def _anchor_retention(store: EventStore) -> dict[str, Any]:
 
 def _artifact_retention(store: EventStore) -> dict[str, Any]:
     per_compaction = job_table(store, "job_artifacts")
-    losses = job_table(store, "job_artifact_losses")
     if per_compaction.is_empty():
-        return {"rate": None, "lost": 0, "sessions": 0}
-    measured = per_compaction.filter(pl.col("artifacts") > 0)
-    found = int(measured.get_column("artifacts").sum()) if measured.height else 0
-    kept = int(measured.get_column("retained").sum()) if measured.height else 0
+        return {"rate": None, "lost": 0, "sessions": 0, "no_content_sessions": 0}
+    row = overall_artifact_retention(per_compaction).row(0, named=True)
     return {
-        "rate": kept / found if found else None,
-        "lost": losses.height,
-        "sessions": measured.get_column("session_id").n_unique() if measured.height else 0,
+        "rate": row["rate"],
+        "lost": row["lost"] or 0,
+        "sessions": row["sessions"],
+        "no_content_sessions": row["no_content_sessions"],
     }
 
 
