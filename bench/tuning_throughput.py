@@ -52,8 +52,9 @@ def main() -> int:
     scope = f"first {len(sessions)}" if args.sessions else f"all {len(sessions)}"
     print(f"{scope} sessions with a turn ({turns:,} turns) x {CONFIGS} configs, window {WINDOW:,}")
     rates: dict[int, float] = {}
-    print(f"CPUs: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f} (shared hosts: a")
-    print("load above 0 means other processes compete with the workers and cap the speed-up)")
+    load = os.getloadavg()[0]
+    print(f"CPUs: {os.cpu_count()}; load average before: {load:.2f} (other processes compete")
+    print("with the workers on a shared host and cap the speed-up)")
     for workers in (1, 2):
         seconds, rate = _rate(sessions, workers)
         rates[workers] = rate
