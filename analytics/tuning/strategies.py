@@ -10,6 +10,7 @@ here measures (``analytics.tuning.metrics`` does) or writes outside a temporary 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,14 @@ class NoCompaction:
         return result
 
 
+def scratch_dir() -> str | None:
+    """Where a replay's offload files go (deleted when it ends): ``/dev/shm`` where it exists,
+    since the offloader fsyncs every file and a memory file system makes that free (about 5x
+    faster replays with offloading); else the system temporary folder."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 @dataclass(frozen=True)
 class ProgressiveStrategy:
     """The ``ProgressiveCompactor`` with ``config`` through ``CompactionSession``.
@@ -207,7 +216,7 @@ class ProgressiveStrategy:
 
     def run(self, session: ImportedSession, window: int) -> StrategyResult:
         system, _ = split_system(session)
-        with tempfile.TemporaryDirectory(prefix="compactlens-tune-") as work_dir:
+        with tempfile.TemporaryDirectory(prefix="compactlens-tune-", dir=scratch_dir()) as work_dir:
             messages = self._appended(session, work_dir)
             history = messages[1:] if system is not None else messages
             result = StrategyResult(history=history, system=system)
