@@ -65,7 +65,7 @@ def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 
 def _retention(inputs: JobInputs) -> dict[str, pl.DataFrame]:
-    detail = retention_detail(inputs["anchor_items"])
+    detail = retention_detail(inputs["anchor_items"], inputs["compactions"], inputs["sessions"])
     return {"job_retention_detail": detail, "job_silent_drops": silent_drops(detail)}
 
 
@@ -114,7 +114,7 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline),
-    Job("retention", 1, _retention),
+    Job("retention", 2, _retention),
     Job("postmortem", 1, _postmortem),
     Job("offloads", 1, _offloads),
     Job("artifacts", 1, _artifacts),

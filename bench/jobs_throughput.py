@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from analytics.jobs.artifacts import artifact_detail, artifact_retention
 from analytics.jobs.calibration import estimator_calibration
 from analytics.jobs.compression import compression_by_tier, compression_by_tier_and_trigger
 from analytics.jobs.offloads import offload_read_backs
@@ -100,6 +101,8 @@ def _compactions(n_sessions: int, rng: np.random.Generator) -> pl.DataFrame:
             "summarizer_output_tokens": rng.integers(0, 900, size=n),
             "summarizer_latency_ms": rng.uniform(1, 50, size=n),
             "estimator": ["bytes/4"] * n,
+            "summarized": np.where(tier >= 2, 20, 0),
+            "capture": ["full"] * n,
         }
     )
 
@@ -241,7 +244,9 @@ def part_one(n_sessions: int) -> float:
     _time("tier frequency", lambda: tier_frequency(compactions, turns, sessions), times)
     _time("tier transitions", lambda: tier_transitions(compactions, sessions), times)
     _time("emergencies", lambda: emergency_summary(compactions, turns, sessions), times)
-    detail = _time("retention detail", lambda: retention_detail(items), times)
+    detail = _time(
+        "retention detail", lambda: retention_detail(items, compactions, sessions), times
+    )
     _time("anchor survival", lambda: anchor_survival(detail), times)
     _time("silent drops", lambda: silent_drops(detail), times)
     _time(
@@ -250,6 +255,24 @@ def part_one(n_sessions: int) -> float:
         times,
     )
     _time("offload read-backs", lambda: offload_read_backs(offloads, messages, sessions), times)
+    synthetic = compactions.select(
+        pl.col("id").alias("compaction_id"),
+        "session_id",
+        pl.lit("x").alias("sha256"),
+        pl.lit("user").alias("role"),
+        pl.lit(900, dtype=pl.Int64).alias("bytes"),
+        pl.lit(None, dtype=pl.Int64).alias("source_index"),
+        pl.lit(None, dtype=pl.String).alias("tool_call_id"),
+        pl.lit("[Context Compaction] Files touched: src/app/main.py, tests/test_x.py").alias(
+            "content"
+        ),
+    )
+    artifacts = _time(
+        "artifact detail",
+        lambda: artifact_detail(compactions, views, messages, synthetic, sessions),
+        times,
+    )
+    _time("artifact retention", lambda: artifact_retention(compactions, sessions, artifacts), times)
     _time("calibration", lambda: estimator_calibration(usage, sessions), times)
     for label, seconds in times.items():
         print(f"  {label:<24}{seconds:8.3f} s")
