@@ -16,19 +16,24 @@ from typing import Annotated, Any
 
 import typer
 
-from analytics.cli_common import Command, HomeOption, handled, resolve_home
+from analytics.cli_common import Command, HomeOption, WindowOption, handled, resolve_home
 from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
 from analytics.materialize import JOBS, Job, refresh
 from analytics.report import write_report
 from analytics.stats import fleet_stats
 from analytics.store import DB_NAME, EventStore, StoreError
 from analytics.terminal import (
+    RunProgress,
     console,
     err_console,
     postmortem_table,
+    print_issues,
     retention_table,
     stats_table,
+    trial_progress,
+    tune_table,
 )
+from analytics.tuning import run_tune, tune_json
 
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
 SessionArgument = Annotated[
@@ -115,7 +120,55 @@ def report(
     console.print(f"wrote {written} ({written.stat().st_size:,} bytes)", soft_wrap=True)
 
 
+def tune(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders")],
+    window: WindowOption,
+    grid: Annotated[
+        Path | None, typer.Option(help="TOML/JSON: CompactorConfig fields and values to try")
+    ] = None,
+    trials: Annotated[int, typer.Option(min=0, help="Optuna trials after the grid")] = 0,
+    strategies: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategies",
+            help="progressive, no-compaction, masking, threshold, openhands (repeatable)",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=0, help="Processes (default: the CPU count)")
+    ] = None,
+    dask: Annotated[str | None, typer.Option(help="A Dask scheduler address")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
+    root = resolve_home(home)
+    with handled(), RunProgress() as bars:
+        try:
+            found = run_tune(
+                paths,
+                window,
+                grid=grid,
+                trials=trials,
+                strategies=strategies,
+                workers=workers,
+                dask=dask,
+                home=root,
+                progress=trial_progress(bars),
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    print_issues(found.issues)
+    payload = tune_json(found)
+    if as_json:
+        _emit(payload)
+    else:
+        tune_table(payload)
+    if found.issues:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add the analysis commands to ``app``."""
-    for command in (stats, retention, postmortem, report):
+    for command in (stats, retention, postmortem, report, tune):
         app.command(cls=Command)(command)

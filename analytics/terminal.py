@@ -7,7 +7,7 @@ rejected file is one line: ``path:line: reason``. Nothing here does any work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich import filesize
@@ -109,6 +109,53 @@ class RunProgress:
             self.progress.update(task, completed=done, total=max(total, done))
 
         return update
+
+
+def trial_progress(progress: RunProgress) -> Callable[[Any], None]:
+    """A callback for ``run_tune``: trials done, the best configuration so far, an ETA."""
+    task: TaskID | None = None
+
+    def update(state: Any) -> None:
+        nonlocal task
+        if task is None:
+            task = progress.progress.add_task("trials", total=state.total, unit="trials")
+        best = ""
+        if state.best_tokens_billed is not None:
+            best = f", best {state.best_name} ({state.best_tokens_billed:,} tokens)"
+        eta = f", ETA {state.eta_s:.0f}s" if state.eta_s is not None else ""
+        progress.progress.update(
+            task, completed=state.done, total=state.total, extra=f"{best}{eta}"
+        )
+
+    return update
+
+
+def tune_table(found: Mapping[str, Any]) -> None:
+    """Every strategy's figures on the held-back sessions, cheapest first; the recommendation."""
+    pareto = set(found["pareto"])
+    table = Table(title="strategies on the held-back sessions (cheapest first)")
+    for column in ("strategy", "tokens billed", "saved", "over window", "emergencies"):
+        table.add_column(column, overflow="fold")
+    for column in ("artifact ret.", "anchor ret.", "violations", "Pareto"):
+        table.add_column(column)
+    for row in sorted(found["strategies"], key=lambda r: r["tokens_billed"]):
+        table.add_row(
+            row["name"],
+            f"{row['tokens_billed']:,}",
+            _share(row["saved_share"]),
+            str(row["turns_over_window"]),
+            str(row["emergencies"]),
+            _share(row["artifact_retention"]),
+            _share(row["anchor_retention"]),
+            str(row["violations"]),
+            "yes" if row["name"] in pareto else "",
+        )
+    console.print(table)
+    rec = found["recommended"]
+    if rec["name"]:
+        console.print(f"recommended: {rec['name']}, written to {rec['path']}", soft_wrap=True)
+    else:
+        console.print("no configuration met the constraints (0 turns over the window)")
 
 
 def print_error(message: str) -> None:
@@ -261,6 +308,10 @@ def stats_table(stats: Mapping[str, Any]) -> None:
 
 def _num(value: object) -> str:
     return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _share(value: object) -> str:
+    return f"{value:.1%}" if isinstance(value, float) else "–"
 
 
 def _rate(value: object) -> str:
