@@ -62,6 +62,7 @@ def serve_app(
         "--browser.gatherUsageStats=false",
         "--server.runOnSave=false",
         "--runner.magicEnabled=false",
+        "--client.toolbarMode=minimal",
         "--",
         "--home",
         str(home),

@@ -32,6 +32,7 @@ from analytics import (
     offloads_frame,
     postmortem_json,
     retention_detail,
+    retention_status_rows,
     session_metadata,
     session_sources,
     session_summaries,
@@ -101,7 +102,7 @@ READS: dict[str, Read] = {
     "markers": _markers,
     "postmortems": lambda s, sid: postmortem_json(s, sid, counterfactuals=True),
     "retention": lambda s, sid: retention_detail(anchor_items_frame(s, _session_list(sid))),
-    "retention_fleet": lambda s, _: job_table(s, "job_retention_detail"),
+    "retention_fleet": lambda s, _: retention_status_rows(s),
     "silent_drops_fleet": lambda s, _: job_table(s, "job_silent_drops"),
 }
 

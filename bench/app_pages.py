@@ -1,10 +1,12 @@
 """App page speed: each page's script run (``AppTest.run``) on a store of 100,000 compactions.
 
 The store is built through the projector from real events: a few synthetic sessions
-(``analytics.synthetic``) run through ``CompactionSession`` at a 16k window with a ``SpoolSink``,
-then their spool lines cloned under new session ids (every UUID in a clone gets a suffix of its
-own, so event, record and compaction ids stay unique) until the store holds 100,000 compaction
-events; plus one session of 5,000 turns run for real. The projector loads it all, the job tables
+(``analytics.synthetic``, 200 steps, message text cut to 600 characters so that 10^5 compactions
+fit in about 2.5 GB of spool) run through ``CompactionSession`` at a 6k window with a
+``SpoolSink``, then their spool lines cloned under new session ids (every UUID in a clone gets a
+suffix of its own, so event, record and compaction ids stay unique) until the store holds
+100,000 compaction events; plus one session of 5,000 turns (full text, 32k window) run for
+real. The projector loads it all, the job tables
 are refreshed once (as the app does when it opens a store), then each page is opened in
 ``streamlit.testing`` with its query parameters and its script run is timed with the data cache
 cleared first, so every read goes to the store.
@@ -41,15 +43,23 @@ from compactor import (
 
 MAIN = Path(__file__).resolve().parents[1] / "app" / "main.py"
 COMPACTIONS = 100_000
-TEMPLATES = 6
+TEMPLATES = 4
+TEMPLATE_STEPS = 200
+TEMPLATE_WINDOW = 6_000
+TEMPLATE_CHARS = 600
 LONG_TURNS = 5_000
 PAGE_TARGET_S = 1.5
 TIMELINE_TARGET_S = 1.0
+LONG_ID = "long-5000-turns"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def run_session(home: Path, sid: str, seed: int, steps: int, window: int) -> None:
+def run_session(
+    home: Path, sid: str, seed: int, steps: int, window: int, chars: int | None = None
+) -> None:
     msgs = generate_session(seed, steps=steps)
+    if chars is not None:
+        msgs = [m.model_copy(update={"content": m.content[:chars]}) for m in msgs]
     compactor = ProgressiveCompactor(
         ExtractiveSummarizer(), window, offloader=CompactionOffloader(home, sid)
     )
@@ -66,7 +76,7 @@ def run_session(home: Path, sid: str, seed: int, steps: int, window: int) -> Non
 def templates(tmp: Path) -> list[tuple[str, str, int]]:
     """(session id, its spool text, its compaction events) of each template session."""
     for seed in range(TEMPLATES):
-        run_session(tmp, f"tpl-{seed}", seed, 60, 16_000)
+        run_session(tmp, f"tpl-{seed}", seed, TEMPLATE_STEPS, TEMPLATE_WINDOW, TEMPLATE_CHARS)
     by_session: dict[str, list[str]] = {}
     for path in sorted((tmp / "spool").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -98,7 +108,7 @@ def build(home: Path, compactions: int) -> str:
     started = time.perf_counter()
     tpls = templates(home / "templates")
     sessions = write_clones(home / "spool", compactions, tpls)
-    long_id = "long-5000-turns"
+    long_id = LONG_ID
     run_session(home, long_id, 99, LONG_TURNS, 32_000)
     with EventStore.for_home(home) as store:
         ingested = Projector(store, home / "spool").ingest()
@@ -161,19 +171,21 @@ def _ids(home: Path, long_id: str) -> dict[str, str]:
             f"SELECT id FROM compactions WHERE session_id = '{long_id}' AND effective "
             "ORDER BY seq DESC LIMIT 1"
         ),
-        "emergency": one(
-            "SELECT session_id FROM compactions WHERE tier = 4 AND effective LIMIT 1"
-        ),
+        "emergency": one("SELECT session_id FROM compactions WHERE tier = 4 AND effective LIMIT 1"),
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compactions", type=int, default=COMPACTIONS)
+    parser.add_argument(
+        "--home", type=Path, help="build the store here and keep it (reused when it exists)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="compactlens-app-bench-") as tmp:
-        home = Path(tmp)
-        long_id = build(home, args.compactions)
+        home = args.home or Path(tmp)
+        built = (home / "compactlens.duckdb").exists()
+        long_id = LONG_ID if built else build(home, args.compactions)
         times = page_times(home, long_id)
         st.cache_resource.clear()
     missed = 0

@@ -28,12 +28,14 @@ STATUS_COLOURS = {
     "synthetic": "primary",
 }
 ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
-PREVIEW_CHARS = 2_000
+PREVIEW_CHARS = 1_200
 
 
 def _message(row: dict[str, Any]) -> None:
     status = str(row["status"])
-    where = "synthetic" if row["history_index"] is None else f"history #{row['history_index']}"
+    where = f"history #{row['history_index']}"
+    if row["history_index"] is None:
+        where = "system prompt" if status == "system" else "created by a compaction"
     st.badge(status.upper(), color=STATUS_COLOURS.get(status, "gray"))  # type: ignore[arg-type]
     st.caption(f"{row['position']}. {row['role']} · {where} · {row['bytes']:,} bytes")
     text = row["content"]

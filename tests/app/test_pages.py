@@ -16,6 +16,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from analytics.store import EventStore
 from app import tuning_job
 from tests.app.fixtures import SCRIPT, FixtureHome, build_home
 
@@ -237,3 +238,28 @@ def test_unknown_session_says_so(fixture_home: FixtureHome) -> None:
     at = open_page("diff", session="nope<b>", compaction="missing")
 
     assert any("No compaction" in w.value for w in at.warning)
+
+
+def test_an_empty_store_says_what_to_do(
+    fixture_home: FixtureHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPACTLENS_HOME", str(tmp_path / "empty"))
+
+    at = AppTest.from_file(str(MAIN), default_timeout=60).run()
+
+    assert not at.exception
+    assert any("compactlens import PATH" in i.value for i in at.info)
+    sessions = open_page("sessions")
+    assert any("compactlens import PATH" in i.value for i in sessions.info)
+
+
+def test_a_store_owned_by_another_process_gets_one_clear_line(
+    fixture_home: FixtureHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPACTLENS_HOME", str(tmp_path))
+    with EventStore.for_home(tmp_path):
+        at = AppTest.from_file(str(MAIN), default_timeout=60).run()
+
+    assert not at.exception
+    assert len(at.error) == 1 and "another process" in at.error[0].value
+    assert not at.metric
