@@ -24,6 +24,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -88,6 +89,15 @@ def templates(tmp: Path) -> list[tuple[str, str, int]]:
     ]
 
 
+def _suffixed(suffix: str) -> Callable[[re.Match[str]], str]:
+    """A UUID with its last 12 hex digits replaced: unique per (original, clone)."""
+
+    def replace(match: re.Match[str]) -> str:
+        return match.group()[:24] + suffix
+
+    return replace
+
+
 def write_clones(spool: Path, target: int, tpls: list[tuple[str, str, int]]) -> int:
     """Clone the templates into ``spool`` until ``target`` compaction events; returns how many
     sessions were written."""
@@ -98,7 +108,7 @@ def write_clones(spool: Path, target: int, tpls: list[tuple[str, str, int]]) -> 
             sid, text, n = tpls[k % len(tpls)]
             suffix = f"{k:012x}"
             clone = text.replace(f'"{sid}"', f'"fleet-{k:06d}"')
-            out.write(UUID.sub(lambda m, s=suffix: m.group()[:24] + s, clone))
+            out.write(UUID.sub(_suffixed(suffix), clone))
             made += n
             k += 1
     return k
