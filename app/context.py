@@ -44,6 +44,7 @@ from analytics import (
     views_frame,
 )
 from app.owner import StoreOwner, current_home
+from app.widgets import md_escape
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda owner: owner.close())
@@ -57,7 +58,7 @@ def owner() -> StoreOwner:
     try:
         return _owner(str(current_home()))
     except StoreError as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
         st.stop()
 
 

@@ -35,7 +35,7 @@ def _refresher(drawn_at: int) -> None:
         st.rerun(scope="app")
     st.caption(f"store: {md_escape(str(own.home))} · {own.events:,} events")
     if own.last_error:
-        st.error(own.last_error)
+        st.error(md_escape(own.last_error))
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import streamlit as st
 
 from app import files
 from app.context import frame, home, read, session_ids
-from app.widgets import EMPTY_STORE, link, paginate, param, pick
+from app.widgets import EMPTY_STORE, link, md_escape, paginate, param, pick
 
 
 def _dirs(sid: str) -> list[Path]:
@@ -29,7 +29,7 @@ def _preview(sid: str, relative: str) -> None:
     try:
         path = files.find_offload(_dirs(sid), relative)
     except files.UnsafePathError as exc:
-        st.error(f"Refused: {exc}")
+        st.error(f"Refused: {md_escape(str(exc))}")
         return
     except FileNotFoundError:
         st.warning(

@@ -14,7 +14,7 @@ import streamlit as st
 from analytics import anchor_survival, silent_drops
 from app import charts
 from app.context import frame, session_ids
-from app.widgets import EMPTY_STORE, link, paginate, param
+from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
 
 NO_ITEMS = (
     "No anchor items yet: anchors come from summarising compactions (Soft and Full) of sessions "
@@ -29,7 +29,7 @@ def _drops(drops: pl.DataFrame) -> None:
         return
     for row in paginate(drops, "drops_page", page_size=20).iter_rows(named=True):
         with st.container(border=True):
-            st.caption(f"{row['anchor_type']} · {row['session_id']}")
+            st.caption(f"{row['anchor_type']} · {md_escape(str(row['session_id']))}")
             st.text(str(row["item"]))
             link(
                 "diff",

@@ -17,7 +17,7 @@ import streamlit as st
 from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_front, totals
 from app import charts, tuning_job
 from app.context import home, read
-from app.widgets import param
+from app.widgets import md_escape, param
 
 HOW = (
     "No tuning run in this store yet. Start a small one below, or from the command line: "
@@ -87,7 +87,7 @@ def _progress(job: tuning_job.TuningJob) -> None:
         st.progress(done / max(total, 1), text=f"{done} of {total} trials{best}{eta}")
         return
     if job.error:
-        st.error(f"The tuning run failed: {job.error}")
+        st.error(f"The tuning run failed: {md_escape(job.error)}")
     else:
         st.success(f"Tuning run {job.run_id} finished.")
     if st.session_state.get("tuning_shown") != job.run_id:
@@ -108,7 +108,8 @@ def _start_form() -> None:
         chosen = [p.strip() for p in str(paths).splitlines() if p.strip()]
         missing = [p for p in chosen if not Path(p).exists()]
         if not chosen or missing:
-            st.error(f"Give existing transcript paths (missing: {', '.join(missing) or 'all'}).")
+            shown = md_escape(", ".join(missing) or "all")
+            st.error(f"Give existing transcript paths (missing: {shown}).")
             return
         tuning_job.start(home(), chosen, int(window), strategies=kinds, trials=int(trials))
     job = tuning_job.current(home())
