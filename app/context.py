@@ -108,7 +108,7 @@ READS: dict[str, Read] = {
 }
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=False, max_entries=256, ttl=900)
 def _cached(home: str, version: int, name: str, session: str | None) -> Any:
     return owner().read(lambda store: READS[name](store, session))
 
