@@ -29,6 +29,9 @@ from analytics.store import EventStore
 from analytics.store_results import JobResults
 
 _JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
+CHUNK_SESSIONS = 500
+"""Sessions recomputed per transaction: bounds the memory of one refresh (message text
+included) and keeps each chunk far below Arrow's 2 GiB string buffers."""
 
 
 class JobInputs:

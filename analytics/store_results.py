@@ -74,7 +74,8 @@ class JobResults:
     def _replace_rows(
         self, table: str, frame: pl.DataFrame, sessions: list[str], *, reset: bool
     ) -> None:
-        rows = frame  # referenced by name in the SQL below (DuckDB's replacement scan)
+        # a column that is null in every row has no type yet: store it as text, not as NULL
+        rows = frame.with_columns(pl.col(pl.Null).cast(pl.String))
         self.con.register("job_rows", rows)
         try:
             if reset:

@@ -236,8 +236,8 @@ class ProgressiveCompactor:
             cut = self._soft_cut(work, split) if tier == CompactionTier.SOFT else split.tail_start
             step = SummaryStep(self, work, split.head_start, cut)
             done = yield from step.run()
-            if done is None:
-                return self._outcome(work, effective=bool(work.fallback))
+            if done is None:  # nothing new to summarise; offloads made on the way still count
+                return self._outcome(work, effective=bool(work.fallback or work.offloaded))
             if not done:
                 self._llm_fallback(work)
         if self._ratio(work.view) >= self.config.emergency:

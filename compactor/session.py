@@ -102,7 +102,7 @@ class CompactionSession:
                 system_prompt=system_prompt.content
                 if system_prompt and capture == "full"
                 else None,
-                metadata=metadata or {},
+                metadata=_with_offload_root(metadata, compactor),
             )
         )
 
@@ -350,3 +350,13 @@ def _next_seq(sink: EventSink | None, session_id: str) -> int:
     except Exception as exc:  # a sink that cannot tell must not stop the agent
         log.warning("session %s: could not read its last seq: %s", session_id, exc)
         return 0
+
+
+def _with_offload_root(
+    metadata: dict[str, Any] | None, compactor: ProgressiveCompactor
+) -> dict[str, Any]:
+    """``metadata`` plus where this session's offload files live, so readers can find them."""
+    out = dict(metadata or {})
+    if compactor.offloader is not None and "offload_root" not in out:
+        out["offload_root"] = str(compactor.offloader.work_dir.resolve())
+    return out

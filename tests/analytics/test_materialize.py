@@ -6,12 +6,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
+from analytics import materialize
 from analytics.materialize import JOBS, job_table, refresh
 from analytics.store import EventStore
 from compactor import SpoolSink
 from tests.analytics.spool_helpers import ingest, run_session
+
+TABLES = ("job_session_timeline", "job_retention_detail", "job_emergencies", "job_artifacts")
 
 
 def _home_with_sessions(tmp_path: Path, seeds: list[int]) -> Path:
@@ -87,3 +91,21 @@ def test_a_deleted_session_loses_its_rows_and_a_new_job_version_recomputes_all(
     assert versions.get_column("version").to_list() == [
         j.version + 1 for j in sorted(JOBS, key=lambda j: j.name)
     ]
+
+
+def test_a_refresh_in_chunks_of_one_session_stores_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _home_with_sessions(tmp_path, [1, 2, 3])
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        whole = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
+        monkeypatch.setattr(materialize, "CHUNK_SESSIONS", 1)
+        bumped = tuple(replace(job, version=job.version + 1) for job in JOBS)
+        report = refresh(store, bumped)
+        chunked = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
+
+    assert report.recomputed == {job.name: 3 for job in JOBS}
+    for table in TABLES:
+        assert_frame_equal(chunked[table], whole[table], check_dtypes=False)
+    assert whole["job_session_timeline"].height == 3
