@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +24,7 @@ from analytics.cli_analysis import register as register_analysis
 from analytics.cli_common import (
     Command,
     HomeOption,
+    PortOption,
     WindowOption,
     export_app,
     handled,
@@ -40,6 +42,7 @@ from analytics.commands import (
 )
 from analytics.inputs import skipped_issues
 from analytics.projector import IngestResult
+from analytics.serve import app_url, free_port, serve_app, wait_until_ready
 from analytics.store import EventStore
 from analytics.synthetic import SYSTEM_PROMPT, generate_session
 from analytics.terminal import (
@@ -99,12 +102,19 @@ def _root() -> None:
 @app.command(cls=Command)
 def demo(
     home: HomeOption = None,
-    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the app")] = False,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Start the app but open no browser")
+    ] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Start the app at the end (Ctrl-C stops)")
+    ] = True,
+    port: PortOption = 8501,
     window: WindowOption = 32_000,
     sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to run")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the first session")] = 7,
 ) -> None:
-    """Generate synthetic agent sessions and run them through CompactionSession, offline."""
+    """Generate synthetic agent sessions, run them through CompactionSession offline, load
+    them into the store, and start the app on it."""
     root = resolve_home(home)
     prompt = estimate_tokens([Message(role="system", content=SYSTEM_PROMPT)])
     if prompt >= window:
@@ -148,11 +158,45 @@ def demo(
         report = run_ingest(root)
     ingest_summary(report)
     _summary(totals, root, problems)
-    if not no_browser:
-        console.print(
-            "[dim]The app arrives with a later release; explore the store meanwhile with "
-            f"`compactlens stats --home {root}` or `compactlens export parquet DIR`.[/]"
-        )
+    if serve:
+        _serve(root, "127.0.0.1", port, open_browser=not no_browser)
+
+
+@app.command(cls=Command)
+def ui(
+    port: PortOption = 8501,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only)")
+    ] = "127.0.0.1",
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Open no browser")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Start the app on the store (it owns the store and projects the spool as it grows)."""
+    _serve(resolve_home(home), host, port, open_browser=not no_browser)
+
+
+def _serve(root: Path, host: str, port: int, *, open_browser: bool) -> None:
+    """Run the app until it exits or Ctrl-C; print its URL once it answers."""
+    port = port or free_port(host)
+    process = serve_app(root, host=host, port=port, open_browser=open_browser)
+    url = app_url(host, port)
+    try:
+        wait_until_ready(url, 90.0, process=process)
+        console.print(f"compactlens app: {url}  (Ctrl-C stops it)", soft_wrap=True)
+        console.file.flush()  # the URL must reach a pipe now, not when the app stops
+        while process.poll() is None:
+            # a timed sleep, not a blocking wait: a Ctrl-C that another thread (DuckDB's,
+            # Polars') received is only acted on when the main thread wakes up
+            time.sleep(0.25)
+    except (TimeoutError, RuntimeError) as exc:
+        print_error(f"the app did not start: {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
 
 
 def _window_too_small(window: int, why: str) -> None:

@@ -57,6 +57,8 @@ HomeOption = Annotated[
 ]
 
 
+PortOption = Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port")]
+
 WindowOption = Annotated[
     int,
     typer.Option(

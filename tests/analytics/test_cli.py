@@ -359,6 +359,6 @@ def test_export_parquet_writes_one_readable_file_per_table(tmp_path: Path, home:
 
 
 def test_demo_still_runs_offline(home: Path) -> None:
-    result = run("demo", "--home", home, "--no-browser", "--sessions", "1")
+    result = run("demo", "--home", home, "--no-serve", "--sessions", "1")
     assert result.exit_code == 0, result.output
     assert any((home / "spool").glob("*.jsonl"))

@@ -94,7 +94,7 @@ def test_import_of_a_folder_with_a_fifo_skips_it_and_does_not_hang(
 @pytest.mark.parametrize("window", ["0", "-5", "99999999999999999999"])
 @pytest.mark.parametrize("command", ["demo", "replay"])
 def test_a_window_out_of_range_is_a_usage_error(home: Path, command: str, window: str) -> None:
-    args = [MINI_FILE] if command == "replay" else ["--no-browser", "--sessions", "1"]
+    args = [MINI_FILE] if command == "replay" else ["--no-serve", "--sessions", "1"]
     result = run(command, *args, "--window", window, "--home", home)
     assert result.exit_code == 2, result.output
     assert "--window" in result.output and "pydantic" not in result.output
@@ -114,7 +114,7 @@ def test_replay_says_when_the_window_is_smaller_than_the_agents_prompt(home: Pat
 
 
 def test_demo_says_when_the_window_is_smaller_than_its_system_prompt(home: Path) -> None:
-    result = run("demo", "--window", "20", "--no-browser", "--sessions", "1", "--home", home)
+    result = run("demo", "--window", "20", "--no-serve", "--sessions", "1", "--home", home)
     assert result.exit_code == 0, result.output
     assert "smaller than the agent's own prompt" in result.output
 
@@ -205,7 +205,7 @@ def test_a_home_that_is_a_file_says_so_in_one_line(tmp_path: Path, command: str)
     home.write_text("not a folder")
     extra: dict[str, list[str | Path]] = {
         "import": [SWE_FILE],
-        "demo": ["--no-browser", "--sessions", "1"],
+        "demo": ["--no-serve", "--sessions", "1"],
     }
     args = extra.get(command, [])
     result = run(command, *args, "--home", home)
@@ -226,7 +226,7 @@ def test_export_parquet_refuses_an_empty_folder_name(
 
 def test_a_closed_stdout_pipe_ends_quietly(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    cmd = [sys.executable, "-m", "analytics.cli", "demo", "--no-browser", "--sessions", "1"]
+    cmd = [sys.executable, "-m", "analytics.cli", "demo", "--no-serve", "--sessions", "1"]
     proc = subprocess.Popen(
         [*cmd, "--home", str(home)],
         stdout=subprocess.PIPE,
@@ -248,7 +248,7 @@ def test_demo_on_an_unwritable_home_is_one_line_and_exit_1(tmp_path: Path) -> No
     blocker = tmp_path / "file"
     blocker.write_text("x")
     home = blocker / "home"  # under a regular file: no one, root included, can create it
-    result = run("demo", "--no-browser", "--sessions", "1", "--home", home)
+    result = run("demo", "--no-serve", "--sessions", "1", "--home", home)
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and f"{blocker} is a file, not a folder" in lines[0], lines
