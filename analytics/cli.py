@@ -132,11 +132,17 @@ def demo(
     problems = 0
     run = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")  # each run its own sessions
     for k in range(sessions):
-        msgs = generate_session(seed + k)
+        sid = f"demo-{seed + k}-{run}"
+        last = k == sessions - 1  # the last session floods the context with one build log
+        msgs = generate_session(
+            seed + k,
+            huge_result_bytes=200_000 if last else 0,
+            offload_dir=f".compactlens/tool_results/{sid}" if last else "",
+        )
         session = CompactionSession(
             base,
             SYSTEM_PROMPT,
-            session_id=f"demo-{seed + k}-{run}",
+            session_id=sid,
             event_sink=sink,
             agent="synthetic",
             source="demo",

@@ -40,6 +40,17 @@ _TASKS = [
     "Billing totals are off by one cent for some invoices; find the rounding error in "
     "services/billing.py and make tests/test_billing.py pass.",
 ]
+_REQUESTS = [
+    "Also add a docstring to every public function you touch.",
+    "Please keep the changelog entry short, one line.",
+    "Also make sure the CLI still runs on Python 3.11.",
+    "Don't change the database schema in this pull request.",
+    "Please add a test for the empty input case too.",
+    "Also rename the helper to something that says what it does.",
+    "Make the error message name the offending file.",
+]
+"""Follow-up requests a user makes mid-session: what a summary must not silently lose."""
+
 _DECISIONS = [
     "I'll use a monotonic clock instead of time.time() so the TTL check is not affected by "
     "clock changes.",
@@ -47,6 +58,15 @@ _DECISIONS = [
     "Going with Decimal for money arithmetic instead of float rounding.",
     "I will add a regression test first, then change the implementation.",
     "Let's use a token bucket per IP rather than a fixed window, since bursts are expected.",
+    "Decided to invalidate on write rather than on read, so stale entries never survive.",
+    "I'll switch the retry loop to exponential backoff with jitter.",
+    "Going with a per-request database session instead of a global one.",
+    "We should store timestamps in UTC and convert only for display.",
+    "I'll use a dataclass for the invoice line instead of a plain dict.",
+    "Decided to keep the old endpoint as a deprecated alias for one release.",
+    "Going with pytest parametrisation rather than one test per rounding case.",
+    "I'll use a lock around the cache refill so two writers cannot race.",
+    "We should log the rejected login attempts at warning level, not error.",
 ]
 
 
@@ -116,9 +136,15 @@ def _call(ids: _Ids, name: str, **args: str) -> ToolCall:
     return ToolCall(id=ids.next(), name=name, arguments=json.dumps(args))
 
 
-def generate_session(seed: int = 7, *, steps: int = 60) -> list[Message]:
+def generate_session(
+    seed: int = 7, *, steps: int = 60, huge_result_bytes: int = 0, offload_dir: str = ""
+) -> list[Message]:
     """A system prompt, a task, then ``steps`` agent steps (each an assistant turn with 1-3
-    tool calls and their results), ending with a summary message."""
+    tool calls and their results), ending with a summary message.
+
+    With ``huge_result_bytes``, the build-log step returns a result of that size (the single
+    huge result that pushes a context past Emergency), and the agent later reads part of it
+    back from ``<offload_dir>/<call id>.txt``, as it would from an offload placeholder."""
     rng = random.Random(seed)
     ids = _Ids()
     task = rng.choice(_TASKS)
@@ -127,7 +153,10 @@ def generate_session(seed: int = 7, *, steps: int = 60) -> list[Message]:
     flood_at = rng.randint(steps * 3 // 4, steps - 2)
     for step in range(steps):
         if step == flood_at:
-            msgs.extend(_build_log_flood(rng, ids))
+            flood = _build_log_flood(rng, ids, huge_result_bytes)
+            msgs.extend(flood)
+            if huge_result_bytes and offload_dir:
+                msgs.extend(_read_back(ids, flood[-1], offload_dir))
             continue
         kind = rng.choices(
             ["read", "ls", "test", "grep", "edit", "think"], weights=[5, 2, 3, 3, 2, 2]
@@ -142,6 +171,8 @@ def generate_session(seed: int = 7, *, steps: int = 60) -> list[Message]:
             msgs.append(Message(role="assistant", content=text))
             if rng.random() < 0.3:
                 msgs.append(Message(role="user", content="Sounds good, go ahead."))
+            elif rng.random() < 0.5:
+                msgs.append(Message(role="user", content=rng.choice(_REQUESTS)))
             continue
         calls, results = _tool_step(rng, ids, kind, failing=step < fixed_at)
         lead = rng.choice(
@@ -164,18 +195,34 @@ def generate_session(seed: int = 7, *, steps: int = 60) -> list[Message]:
     return msgs
 
 
-def _build_log_flood(rng: random.Random, ids: _Ids) -> list[Message]:
+def _build_log_flood(rng: random.Random, ids: _Ids, size: int = 0) -> list[Message]:
     """One verbose build: the kind of single huge result that pushes a context past 95%."""
     call = _call(ids, "bash", command="make build VERBOSE=1")
+    count = size // 80 if size else rng.randint(700, 900)
     lines = [
         f"[{i:05d}] cc -O2 -c src/module_{i % 97}.c -o build/module_{i % 97}.o "
         f"-Iinclude -DLEVEL={rng.randint(0, 9)}"
-        for i in range(rng.randint(700, 900))
+        for i in range(count)
     ]
     lines.append("build finished with 3 warnings")
     return [
         Message(role="assistant", content="Let me rebuild to be sure.", tool_calls=(call,)),
         Message(role="tool", tool_call_id=call.id, name="bash", content="\n".join(lines)),
+    ]
+
+
+def _read_back(ids: _Ids, result: Message, offload_dir: str) -> list[Message]:
+    """The agent reads the end of an offloaded result back, by the path the placeholder gave."""
+    path = f"{offload_dir.rstrip('/')}/{result.tool_call_id}.txt"
+    call = _call(ids, "bash", command=f"tail -n 20 {path}")
+    tail = "\n".join(result.content.splitlines()[-20:])
+    return [
+        Message(
+            role="assistant",
+            content="The build log was offloaded; reading its last lines back.",
+            tool_calls=(call,),
+        ),
+        Message(role="tool", tool_call_id=call.id, name="bash", content=tail),
     ]
 
 
