@@ -59,6 +59,7 @@ class SummaryStep:
         prior, task = self._prior(carriers)
         transcript = [m for m, s in states if s is None]
         positions = [p for (_m, s), p in zip(states, part_sources, strict=True) if s is None]
+        folded = [p for (_m, s), p in zip(states, part_sources, strict=True) if s is not None]
         if not transcript:
             return None
         started = time.perf_counter_ns()
@@ -87,7 +88,9 @@ class SummaryStep:
         self.owner.commit_state(state, message, task)
         work.view = view
         work.sources = [*work.sources[:start], None, *work.sources[cut:]]
-        work.summarized.update(p for p in positions if p is not None)
+        # the previous compaction message is folded into the new one (its state is merged):
+        # in a diff it is "summarized", not "dropped"
+        work.summarized.update(p for p in [*positions, *folded] if p is not None)
         work.anchors, work.summary = state.anchors, summary
         work.n_summarized = len(transcript)
         work.preserved = len(view) - start - 1

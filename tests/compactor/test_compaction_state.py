@@ -199,3 +199,25 @@ def test_the_compaction_event_carries_each_anchor_item_once_parsed(capture: str)
         ("tried_solution", "clearing the cache on write: test still failed"),
         ("next_step", "run the tests again"),
     ]
+
+
+def test_a_previous_compaction_message_is_folded_not_dropped() -> None:
+    pc = ProgressiveCompactor(ScriptedSummarizer(), 100_000)
+    first = pc.compact_detailed(
+        [Message(role="system", content="s"), Message(role="user", content="task")]
+        + [m for i in range(20) for m in exchange(i, 800)],
+        tier=CompactionTier.FULL,
+    )
+    again = pc.compact_detailed(
+        [*first.view, *[m for i in range(20, 40) for m in exchange(i, 800)]],
+        tier=CompactionTier.FULL,
+    )
+
+    statuses = again.status_of_inputs()
+    assert parse_compaction_message(first.view[1]) is not None
+    assert statuses[1] == "summarized"
+    assert "dropped" not in statuses
+    # what was summarised: every message but the system prompt, the folded compaction message
+    # and the kept tail (the folded message is not counted as summarised content)
+    kept_tail = again.record.preserved_tail
+    assert again.record.summarized == len(first.view) - 2 + 40 - kept_tail
