@@ -349,3 +349,13 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
             pm["session_id"], str(pm["turn"]), dropped, who, str(pm["smallest_change"] or "–")
         )
     console.print(table)
+
+
+def window_too_small(window: int, why: str) -> None:
+    err_console.print(
+        f"warning: --window {window:,} is smaller than the agent's own prompt ({why}); every "
+        "turn ends in an emergency truncation that cannot get under the window",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
