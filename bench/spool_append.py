@@ -34,8 +34,7 @@ from compactor import (
     ProgressiveCompactor,
     SpoolSink,
 )
-from compactor.events import Event, EventFactory, parse_event
-from compactor.events import message_appended
+from compactor.events import Event, EventFactory, message_appended, parse_event
 
 TARGET_US = 20.0
 SESSIONS = 80
