@@ -210,15 +210,6 @@ class Event(BaseModel):
     producer: Producer
     payload: SerializeAsAny[Payload]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _current_version_by_default(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "schema_version" not in data:
-            kind = data.get("type")
-            if isinstance(kind, str) and kind in SCHEMA_VERSIONS:
-                return {**data, "schema_version": SCHEMA_VERSIONS[kind]}
-        return data
-
     @model_validator(mode="after")
     def _type_matches(self) -> Event:
         if self.type != self.payload.type:
