@@ -29,6 +29,7 @@ from compactor.events import (
     SessionStarted,
     ToolResultOffloaded,
     anchor_item_rows,
+    hash_key,
     message_appended,
     redact_record,
     sha256_of,
@@ -48,7 +49,10 @@ def _with_id(event: Event, *parts: str | int) -> Event:
 
 
 def session_started(
-    imported: ImportedSession, capture: Capture, extra: Mapping[str, object] | None = None
+    imported: ImportedSession,
+    capture: Capture,
+    extra: Mapping[str, object] | None = None,
+    key: bytes | None = None,
 ) -> SessionStarted:
     """The ``session_started`` payload of an imported transcript (no window: it was not run);
     ``extra`` joins its metadata (the version's identity and fingerprint)."""
@@ -69,7 +73,7 @@ def session_started(
         parent_session_id=imported.parent_session_id,
         capture=capture,
         source="import",
-        system_prompt_sha256=sha256_of(first) if first and first.role == "system" else None,
+        system_prompt_sha256=sha256_of(first, key) if first and first.role == "system" else None,
         metadata=metadata,
     )
 
@@ -86,9 +90,11 @@ def session_events(
     ``session_id`` is the id of the version stored (default: the imported id)."""
     sid = session_id or imported.session_id
     factory = EventFactory(sid)
-    yield _with_id(factory.make(session_started(imported, capture, extra)), "import", sid, 0)
+    key = hash_key(capture)  # metadata: hashes that join nothing outside this session
+    started = session_started(imported, capture, extra, key)
+    yield _with_id(factory.make(started), "import", sid, 0)
     for index, msg in enumerate(imported.messages):
-        event = factory.make(message_appended(index, msg, capture))
+        event = factory.make(message_appended(index, msg, capture, key=key))
         yield _with_id(event, "import", sid, event.seq)
 
 

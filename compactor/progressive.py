@@ -23,7 +23,13 @@ from compactor.calls import (
 from compactor.compaction_message import CompactionState, is_compaction_message
 from compactor.config import CompactorConfig
 from compactor.errors import OffloadError
-from compactor.events import Capture, EventFactory, compaction_recorded, offload_events
+from compactor.events import (
+    Capture,
+    EventFactory,
+    compaction_recorded,
+    hash_key,
+    offload_events,
+)
 from compactor.fallback import TokenBudgetCompactor
 from compactor.messages import Message
 from compactor.offload import CompactionOffloader
@@ -83,6 +89,7 @@ class ProgressiveCompactor:
         self.todo_injector = todo_injector
         self.estimator = estimator or ByteEstimator()
         self.capture: Capture = capture
+        self._hash_key = hash_key(capture)
         self.fallback = (
             fallback.rebind(estimator=self.estimator, offloader=self.offloader)
             if fallback is not None
@@ -359,8 +366,8 @@ class ProgressiveCompactor:
             try:
                 index = list(range(len(outcome.inputs)))
                 payloads = [
-                    compaction_recorded(outcome, index, self.capture),
-                    *offload_events(record),
+                    compaction_recorded(outcome, index, self.capture, self._hash_key),
+                    *offload_events(record, self._hash_key),
                 ]
                 for payload in payloads:
                     self.event_sink.emit(self._events.make(payload))

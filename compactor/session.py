@@ -22,6 +22,7 @@ from compactor.events import (
     UsageReported,
     ViewPrepared,
     compaction_recorded,
+    hash_key,
     message_appended,
     offload_events,
     sha256_of,
@@ -62,6 +63,8 @@ class CompactionSession:
         self.compactor = compactor
         self.event_sink = event_sink
         self.capture: Capture = capture
+        self._hash_key = hash_key(capture)
+        """Metadata capture: this session's hashes are keyed, so they join nothing outside it."""
         if isinstance(system_prompt, str):
             system_prompt = Message(role="system", content=system_prompt)
         self.system = system_prompt
@@ -98,7 +101,9 @@ class CompactionSession:
                 parent_session_id=parent_session_id,
                 capture=capture,
                 source=source,
-                system_prompt_sha256=sha256_of(system_prompt) if system_prompt else None,
+                system_prompt_sha256=sha256_of(system_prompt, self._hash_key)
+                if system_prompt
+                else None,
                 system_prompt=system_prompt.content
                 if system_prompt and capture == "full"
                 else None,
@@ -116,7 +121,7 @@ class CompactionSession:
         self._new_bytes += n_bytes
         self.history_bytes += n_bytes
         self._track_pairs(msg)
-        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes))
+        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes, key=self._hash_key))
 
     def _track_pairs(self, msg: Message) -> None:
         """O(1) bookkeeping of open tool calls, so that only a broken view pays for repair."""
@@ -228,8 +233,8 @@ class CompactionSession:
         index = self._view_index()
         key = record.tier
         if record.effective or key != self._last_noop:
-            self._emit(compaction_recorded(outcome, index, self.capture))
-            for payload in offload_events(record):
+            self._emit(compaction_recorded(outcome, index, self.capture, self._hash_key))
+            for payload in offload_events(record, self._hash_key):
                 self._emit(payload)
         else:
             self.noops_suppressed += 1

@@ -8,6 +8,7 @@ are how it is organised, not separate surfaces.
 from compactor.events.builders import (
     anchor_item_rows,
     compaction_recorded,
+    hash_key,
     message_appended,
     offload_events,
     redact_record,
@@ -64,6 +65,7 @@ __all__ = [
     "anchor_item_rows",
     "compaction_recorded",
     "current_producer",
+    "hash_key",
     "message_appended",
     "new_event_id",
     "offload_events",

@@ -8,6 +8,8 @@ payloads follow is ``schema``; nothing here writes anywhere.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 from collections.abc import Sequence
 
 from compactor.events.schema import (
@@ -27,9 +29,17 @@ from compactor.records import CompactionRecord
 from compactor.tokens import message_bytes
 
 
-def sha256_of(msg: Message) -> str:
-    """Content address of a message: role, content, tool calls and ids."""
-    h = hashlib.sha256()
+def hash_key(capture: Capture) -> bytes | None:
+    """The key a session's hashes are made with: none for full capture (content addresses are
+    shared, so text is stored once), a random one for metadata capture, so that a metadata
+    session's hashes match each other but never another session's content."""
+    return secrets.token_bytes(16) if capture == "metadata" else None
+
+
+def sha256_of(msg: Message, key: bytes | None = None) -> str:
+    """Content address of a message: role, content, tool calls and ids (keyed with ``key``,
+    an HMAC, when given)."""
+    h = hmac.new(key, digestmod=hashlib.sha256) if key else hashlib.sha256()
     h.update(msg.role.encode())
     h.update(b"\0")
     h.update(msg.content.encode("utf-8", "surrogatepass"))
@@ -41,15 +51,21 @@ def sha256_of(msg: Message) -> str:
 
 
 def message_appended(
-    index: int, msg: Message, capture: Capture, *, n_bytes: int | None = None
+    index: int,
+    msg: Message,
+    capture: Capture,
+    *,
+    n_bytes: int | None = None,
+    key: bytes | None = None,
 ) -> MessageAppended:
-    """The payload for one appended message (``n_bytes``: its size, if already counted)."""
+    """The payload for one appended message (``n_bytes``: its size, if already counted;
+    ``key``: the session's ``hash_key``)."""
     full = capture == "full"
     return MessageAppended(
         index=index,
         role=msg.role,
         bytes=message_bytes(msg) if n_bytes is None else n_bytes,
-        sha256=sha256_of(msg),
+        sha256=sha256_of(msg, key),
         tool_call_id=msg.tool_call_id,
         tool_call_ids=[tc.id for tc in msg.tool_calls],
         tool_names=[tc.name for tc in msg.tool_calls],
@@ -83,13 +99,15 @@ def compaction_recorded(
     outcome: CompactionOutcome,
     index_of: Sequence[int | None],
     capture: Capture,
+    key: bytes | None = None,
 ) -> CompactionRecorded:
-    """The event payload for one compaction. ``index_of[p]`` is the history index of input p."""
+    """The event payload for one compaction. ``index_of[p]`` is the history index of input p;
+    ``key`` the session's ``hash_key``."""
     statuses = outcome.status_of_inputs()
     before = [
         ViewItem(
             index=index_of[p],
-            sha256=sha256_of(m),
+            sha256=sha256_of(m, key),
             role=m.role,
             bytes=message_bytes(m),
             status="system" if m.role == "system" and p == 0 else statuses[p],
@@ -99,7 +117,7 @@ def compaction_recorded(
     after: list[ViewItem] = []
     synthetic: list[SyntheticMessage] = []
     for m, src in zip(outcome.view, outcome.sources, strict=True):
-        digest = sha256_of(m)
+        digest = sha256_of(m, key)
         if src is None:
             status: ViewStatus = "synthetic"
         elif m.role == "system" and src == 0:
@@ -132,7 +150,8 @@ def compaction_recorded(
     )
 
 
-def offload_events(record: CompactionRecord) -> list[ToolResultOffloaded]:
+def offload_events(record: CompactionRecord, key: bytes | None = None) -> list[ToolResultOffloaded]:
+    """One payload per offloaded file (its content hash keyed with ``key`` when given)."""
     return [
         ToolResultOffloaded(
             record_id=record.id,
@@ -141,7 +160,11 @@ def offload_events(record: CompactionRecord) -> list[ToolResultOffloaded]:
             file_path=e.file_path,
             bytes=e.bytes,
             lines=e.lines,
-            sha256=e.sha256,
+            sha256=_keyed(e.sha256, key),
         )
         for e in record.offloaded
     ]
+
+
+def _keyed(digest: str, key: bytes | None) -> str:
+    return hmac.new(key, digest.encode(), hashlib.sha256).hexdigest() if key and digest else digest

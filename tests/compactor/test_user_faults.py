@@ -337,3 +337,31 @@ def test_a_resumed_session_continues_its_seq_from_the_spool(tmp_path: Path) -> N
     )
     assert seqs == list(range(len(seqs)))
     assert len(seqs) == 3 + 2  # two session_started, three messages
+
+
+def test_metadata_hashes_join_nothing_outside_their_session() -> None:
+    sink = MemorySink()
+    same = [
+        Message(role="user", content="deploy the secret build"),
+        Message(role="user", content="ok"),
+    ]
+    sessions = {}
+    for capture in ("full", "metadata"):
+        session = CompactionSession(
+            ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+            "sys",
+            session_id=capture,
+            event_sink=sink,
+            capture=capture,
+        )
+        session.extend([*same, same[0]])  # the first message twice
+        sessions[capture] = [
+            e.payload.sha256  # type: ignore[union-attr]
+            for e in sink.events
+            if e.session_id == capture and e.type == "message_appended"
+        ]
+    full, meta = sessions["full"], sessions["metadata"]
+    assert full[0] == full[2] and meta[0] == meta[2]  # repeats still match inside a session
+    assert not set(full) & set(meta)
+    started = {e.session_id: e.payload for e in sink.of_type("session_started")}
+    assert started["full"].system_prompt_sha256 != started["metadata"].system_prompt_sha256  # type: ignore[union-attr]
