@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
-from typing import TYPE_CHECKING
+from collections.abc import Generator, Sequence
+from typing import Protocol
 
 from compactor.anchors import Anchor, all_na, merge_anchors, parse_anchors_and_summary
 from compactor.calls import SummaryRequest, SummaryResponse
@@ -25,15 +25,35 @@ from compactor.compaction_message import (
     parse_compaction_message,
     render_compaction_message,
 )
+from compactor.config import CompactorConfig
 from compactor.messages import Message
+from compactor.protocols import MemoryExtractor, TodoInjector
 from compactor.records import SummarizerStats
 from compactor.summarize import SummaryResult
-from compactor.tokens import message_budget_bytes
+from compactor.tokens import TokenEstimator, message_budget_bytes
 from compactor.truncation import truncate_middle
 from compactor.work import Work
 
-if TYPE_CHECKING:
-    from compactor.progressive import ProgressiveCompactor
+
+class SummaryOwner(Protocol):
+    """What the step needs of the compactor that runs it (``ProgressiveCompactor``)."""
+
+    context_window: int
+    config: CompactorConfig
+    estimator: TokenEstimator
+    state: CompactionState | None
+    task: str
+    memory_extractor: MemoryExtractor | None
+    todo_injector: TodoInjector | None
+
+    def tokens(self, msgs: Sequence[Message]) -> int: ...
+
+    def offload_range(self, work: Work, start: int, stop: int) -> None: ...
+
+    def known_state(self, carrier: Message) -> CompactionState | None: ...
+
+    def commit_state(self, state: CompactionState, message: Message, task: str) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +61,7 @@ log = logging.getLogger(__name__)
 class SummaryStep:
     """One summarisation of ``work.view[start:cut]`` into a compaction message."""
 
-    def __init__(self, owner: ProgressiveCompactor, work: Work, start: int, cut: int) -> None:
+    def __init__(self, owner: SummaryOwner, work: Work, start: int, cut: int) -> None:
         self.owner = owner
         self.work = work
         self.start = start
