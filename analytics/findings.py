@@ -144,5 +144,5 @@ def _one_counterfactual(
     return report.as_dict()
 
 
-COUNTERFACTUAL_JOB = Job("counterfactuals", 2, _counterfactual_rows)
+COUNTERFACTUAL_JOB = Job("counterfactuals", 2, _counterfactual_rows, ("job_counterfactuals",))
 """Replays each emergency's lead-up under single config changes (run by ``postmortem``)."""

@@ -61,6 +61,8 @@ class Job:
     name: str
     version: int
     compute: Compute
+    tables: tuple[str, ...] = ()
+    """Every table ``compute`` writes (so that sessions that are gone can be dropped)."""
 
 
 def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
@@ -116,11 +118,11 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 
 JOBS: tuple[Job, ...] = (
-    Job("timeline", 1, _timeline),
-    Job("retention", 2, _retention),
-    Job("postmortem", 1, _postmortem),
-    Job("offloads", 1, _offloads),
-    Job("artifacts", 1, _artifacts),
+    Job("timeline", 1, _timeline, ("job_session_timeline",)),
+    Job("retention", 2, _retention, ("job_retention_detail", "job_silent_drops")),
+    Job("postmortem", 1, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
+    Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
+    Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
 )
 
 
@@ -139,27 +141,47 @@ def refresh(
     *,
     progress: Callable[[str], Any] | None = None,
 ) -> RefreshReport:
-    """Bring every job's tables up to the store's events, recomputing stale sessions only."""
+    """Bring every job's tables up to the store's events, recomputing stale sessions only.
+
+    Jobs with the same stale sessions (the usual case) share their input frames: sessions are
+    taken ``CHUNK_SESSIONS`` at a time, each chunk is read once and handed to every job of the
+    group, then dropped. Each (job, chunk) is one transaction."""
     marks = queries.session_watermarks(store)
     results = JobResults(store)
     report = RefreshReport()
-    inputs_cache: dict[tuple[str, ...], JobInputs] = {}
+    plans: dict[tuple[str, ...], list[tuple[Job, pl.DataFrame, list[str], bool]]] = {}
     for job in jobs:
-        started = time.perf_counter()
         stamps = results.job_stamps(job.name)
         reset = bool(stamps.height) and bool((stamps.get_column("version") != job.version).any())
         stale = marks if reset else _stale(marks, stamps)
         gone = _gone(marks, stamps)
-        if stale.height or gone:
-            if progress is not None:
-                progress(f"{job.name}: {stale.height} sessions")
-            key = tuple(stale.get_column("session_id").to_list())
-            inputs = inputs_cache.setdefault(key, JobInputs(store, key))
-            rows = job.compute(inputs) if stale.height else {}
-            results.replace_job_results(job.name, job.version, rows, stale, gone=gone, reset=reset)
+        key = tuple(stale.get_column("session_id").to_list())
+        plans.setdefault(key, []).append((job, stale, gone, reset))
         report.recomputed[job.name] = stale.height
         report.dropped[job.name] = len(gone)
-        report.seconds[job.name] = time.perf_counter() - started
+        report.seconds[job.name] = 0.0
+    for group in plans.values():
+        stale = group[0][1]
+        for first in range(0, max(stale.height, 1), CHUNK_SESSIONS):
+            chunk = stale.slice(first, CHUNK_SESSIONS)
+            inputs = JobInputs(store, chunk.get_column("session_id").to_list())
+            for job, _stale_all, gone, reset in group:
+                if not chunk.height and not (first == 0 and gone):
+                    continue
+                started = time.perf_counter()
+                if progress is not None:
+                    progress(f"{job.name}: sessions {first + 1}-{first + chunk.height}")
+                rows = job.compute(inputs) if chunk.height else {}
+                results.replace_job_results(
+                    job.name,
+                    job.version,
+                    rows,
+                    chunk,
+                    gone=gone if first == 0 else (),
+                    reset=reset and first == 0,
+                    tables=job.tables,
+                )
+                report.seconds[job.name] += time.perf_counter() - started
     return report
 
 

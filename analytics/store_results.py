@@ -50,11 +50,13 @@ class JobResults:
         *,
         gone: Sequence[str] = (),
         reset: bool = False,
+        tables: Sequence[str] = (),
     ) -> None:
         """Replace ``job``'s rows for the sessions in ``stamps`` (session_id, watermark) with
         ``results`` (table -> rows), stamp them with ``version``, and drop every row of the
-        ``gone`` sessions. ``reset`` recreates the tables (a new job version's columns)."""
-        for table in results:
+        ``gone`` sessions from ``tables`` (all the job's tables: a refresh that only drops
+        sessions has no rows to name them by). ``reset`` recreates the tables."""
+        for table in [*results, *tables]:
             if not _TABLE.fullmatch(table):
                 raise ValueError(f"{table!r} is not a job table name (job_<name>)")
         sessions = [*stamps.get_column("session_id").to_list(), *gone]
@@ -63,6 +65,11 @@ class JobResults:
             self.con.execute(STAMPS_DDL)
             for table, frame in results.items():
                 self._replace_rows(table, frame, sessions, reset=reset)
+            for table in set(tables) - set(results):
+                if sessions and self._exists(table):
+                    self.con.execute(
+                        f"DELETE FROM {table} WHERE session_id IN (SELECT unnest(?))", [sessions]
+                    )
             self._stamp(job, version, stamps, sessions, reset=reset)
             self.con.execute("COMMIT")
         except Exception as exc:
@@ -70,6 +77,12 @@ class JobResults:
             raise StoreError(
                 f"could not store the results of job {job!r}: {exc}", str(self.path)
             ) from exc
+
+    def _exists(self, table: str) -> bool:
+        found = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+        ).fetchone()
+        return bool(found and found[0])
 
     def _replace_rows(
         self, table: str, frame: pl.DataFrame, sessions: list[str], *, reset: bool

@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 from analytics import materialize
 from analytics.materialize import JOBS, job_table, refresh
 from analytics.store import EventStore
-from compactor import SpoolSink
+from compactor import CompactionSession, ExtractiveSummarizer, ProgressiveCompactor, SpoolSink
 from tests.analytics.spool_helpers import ingest, run_session
 
 TABLES = ("job_session_timeline", "job_retention_detail", "job_emergencies", "job_artifacts")
@@ -102,10 +102,41 @@ def test_a_refresh_in_chunks_of_one_session_stores_the_same_rows(
         whole = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
         monkeypatch.setattr(materialize, "CHUNK_SESSIONS", 1)
         bumped = tuple(replace(job, version=job.version + 1) for job in JOBS)
-        report = refresh(store, bumped)
+        steps: list[str] = []
+        report = refresh(store, bumped, progress=steps.append)
         chunked = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
 
     assert report.recomputed == {job.name: 3 for job in JOBS}
+    assert len(steps) == 3 * len(JOBS)  # one transaction per job and one-session chunk
     for table in TABLES:
         assert_frame_equal(chunked[table], whole[table], check_dtypes=False)
     assert whole["job_session_timeline"].height == 3
+
+
+def test_a_session_deleted_after_a_refresh_loses_its_rows_at_the_next(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    sink = SpoolSink(home / "spool")
+    kept = run_session(home, sink, 1)
+    later = run_session(home, sink, 2)
+    sink.close()
+    ingest(home)
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        before = set(job_table(store, "job_session_timeline").get_column("session_id"))
+    deleting = CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 16_000),
+        session_id=later.session_id,
+        event_sink=SpoolSink(home / "spool"),
+    )
+    deleting.delete()
+    ingest(home)
+
+    with EventStore.for_home(home) as store:
+        report = refresh(store)
+        after = set(job_table(store, "job_session_timeline").get_column("session_id"))
+        stamps = store.query("SELECT DISTINCT session_id FROM job_stamps").get_column("session_id")
+
+    assert before == {kept.session_id, later.session_id}
+    assert after == {kept.session_id}
+    assert report.dropped == {job.name: 1 for job in JOBS}
+    assert set(stamps) == {kept.session_id}
