@@ -22,7 +22,7 @@ from compactor.anchors import ANCHOR_ORDER, ANCHOR_TITLES, NA, Anchor, normalise
 from compactor.messages import Message
 from compactor.records import OffloadEntry
 from compactor.summarize import PreviousCompaction
-from compactor.tokens import message_bytes
+from compactor.tokens import message_bytes, utf8_len
 from compactor.truncation import truncate_middle
 
 COMPACTION_MARKER = "[Context Compaction]"
@@ -196,16 +196,17 @@ def fit_compaction_message(state: CompactionState, max_bytes: int) -> Message:
     message = render_compaction_message(state)
     if message_bytes(message) <= max_bytes:
         return message
-    bare = state.model_copy(update={"anchors": [], "summary": "", "references": []})
-    bare = bare.model_copy(update={"active_tasks": ""})
+    bare = state.model_copy(
+        update={"anchors": [], "summary": "", "references": [], "active_tasks": ""}
+    )
     fixed = message_bytes(render_compaction_message(bare)) + 16 * len(ANCHOR_ORDER)
     room = max(0, max_bytes - fixed)
     refs = "\n".join(state.references)
     bodies = [a.content for a in state.anchors] + [state.summary, refs, state.active_tasks]
-    total = sum(len(b.encode("utf-8", "surrogatepass")) for b in bodies) or 1
+    total = sum(utf8_len(b) for b in bodies) or 1
 
     def cut(text: str) -> str:
-        share = len(text.encode("utf-8", "surrogatepass")) * room // total
+        share = utf8_len(text) * room // total
         return truncate_middle(text, share) if text else text
 
     anchors = [a.model_copy(update={"content": normalise(cut(a.content))}) for a in state.anchors]

@@ -218,8 +218,6 @@ def _intent_anchor(found: _Findings, old: list[str]) -> str:
     line is a follow-up, not the task), then the newest explicit requests."""
     first = old[:1] or ([found.intent] if found.intent else [])
     later = old[1:] + found.requests
-    if not old and found.intent:
-        later = found.requests
     if not first:
         return NA
     items = first + _newest_unique(later, _MAX_REQUESTS)

@@ -28,9 +28,10 @@ from compactor.tokens import (
     ByteEstimator,
     TokenEstimator,
     max_bytes_for,
-    message_budget_bytes,
     message_budget_tokens,
     message_bytes,
+    task_cap_bytes,
+    utf8_len,
 )
 from compactor.truncation import shrink_message, truncate_middle
 
@@ -132,8 +133,7 @@ class TokenBudgetCompactor:
 
     def _cap_task(self, work: list[Message], task: int, result: Truncation) -> None:
         """A task above ``task_max_fraction`` of the window is cut in the middle."""
-        cap_tokens = int(self.context_window * self.config.task_max_fraction)
-        cap = message_budget_bytes(self.estimator, cap_tokens)
+        cap = self._task_cap()
         if message_bytes(work[task]) > cap:
             work[task] = work[task].model_copy(
                 update={"content": truncate_middle(work[task].content, cap)}
@@ -145,12 +145,13 @@ class TokenBudgetCompactor:
     ) -> None:
         """A compaction message larger than its task plus ``task_max_fraction`` of the window is
         re-rendered smaller; the task it carries is never cut further."""
-        cap_tokens = int(self.context_window * self.config.task_max_fraction)
-        task_bytes = len(state.task.encode("utf-8", "surrogatepass"))
-        cap = message_budget_bytes(self.estimator, cap_tokens) + task_bytes
+        cap = self._task_cap() + utf8_len(state.task)
         if message_bytes(work[at]) > cap:
             work[at] = fit_compaction_message(state, cap)
             result.truncated.add(at)
+
+    def _task_cap(self) -> int:
+        return task_cap_bytes(self.estimator, self.context_window, self.config.task_max_fraction)
 
     def _dropped(self, index: int, msg: Message) -> DroppedMessage:
         n_bytes = message_bytes(msg)

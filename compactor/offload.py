@@ -20,6 +20,7 @@ from compactor.errors import OffloadError
 from compactor.messages import Message
 from compactor.records import OffloadEntry
 from compactor.safepath import confined, safe_name
+from compactor.tokens import utf8_len
 
 OFFLOAD_DIR = Path(".compactlens") / "tool_results"
 PLACEHOLDER_PREFIX = "[offloaded: "
@@ -38,7 +39,7 @@ def _preview(content: str, lines: int, chars: int) -> str:
 
 def render_placeholder(rel_path: str, content: str, lines: int, chars: int) -> str:
     n_lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-    n_bytes = len(content.encode("utf-8", "surrogatepass"))
+    n_bytes = utf8_len(content)
     parts = [f"{PLACEHOLDER_PREFIX}{rel_path} | {n_lines} lines / {n_bytes} bytes]"]
     preview = _preview(content, lines, chars)
     if preview:
@@ -111,7 +112,7 @@ class CompactionOffloader:
         lines = self.preview_lines if preview_lines is None else preview_lines
         chars = self.preview_chars if preview_chars is None else preview_chars
         placeholder = render_placeholder(entry.file_path, content, lines, chars)
-        if len(placeholder.encode("utf-8", "surrogatepass")) >= len(data):
+        if utf8_len(placeholder) >= len(data):
             return None
         self._cache[key] = entry
         return entry, msg.model_copy(update={"content": placeholder})

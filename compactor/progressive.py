@@ -89,7 +89,8 @@ class ProgressiveCompactor:
         self.todo_injector = todo_injector
         self.estimator = estimator or ByteEstimator()
         self.capture: Capture = capture
-        self._hash_key = hash_key(capture)
+        self.hash_key = hash_key(capture)
+        """The key of this session's hashes in metadata capture (None in full capture)."""
         self.fallback = (
             fallback.rebind(estimator=self.estimator, offloader=self.offloader)
             if fallback is not None
@@ -109,10 +110,15 @@ class ProgressiveCompactor:
         self.record_store_errors = 0
 
     def for_session(
-        self, session_id: str, *, estimator: TokenEstimator | None = None
+        self,
+        session_id: str,
+        *,
+        estimator: TokenEstimator | None = None,
+        capture: Capture | None = None,
     ) -> ProgressiveCompactor:
         """The same settings bound to another session: fresh summary state, its own paths
-        (and, if given, its own estimator: calibration is per model and harness)."""
+        (and, if given, its own estimator: calibration is per model and harness; its own
+        capture)."""
         return ProgressiveCompactor(
             self.summarizer,
             self.context_window,
@@ -125,7 +131,7 @@ class ProgressiveCompactor:
             todo_injector=self.todo_injector,
             fallback=self.fallback,
             estimator=estimator or self.estimator,
-            capture=self.capture,
+            capture=capture or self.capture,
         )
 
     # ------------------------------------------------------------ decisions
@@ -239,6 +245,8 @@ class ProgressiveCompactor:
             return self._outcome(work, effective=False)
         if tier == CompactionTier.WARN:
             self.offload_range(work, split.head_start, split.tail_start)
+            if not work.offloaded and not work.repairs:
+                return self._outcome(work, effective=False)  # nothing left to offload
         else:
             cut = self._soft_cut(work, split) if tier == CompactionTier.SOFT else split.tail_start
             step = SummaryStep(self, work, split.head_start, cut)
@@ -366,8 +374,8 @@ class ProgressiveCompactor:
             try:
                 index = list(range(len(outcome.inputs)))
                 payloads = [
-                    compaction_recorded(outcome, index, self.capture, self._hash_key),
-                    *offload_events(record, self._hash_key),
+                    compaction_recorded(outcome, index, self.capture, self.hash_key),
+                    *offload_events(record, self.hash_key),
                 ]
                 for payload in payloads:
                     self.event_sink.emit(self._events.make(payload))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
+from compactor.encoding import scrub
 from compactor.events import (
     Capture,
     EventFactory,
@@ -22,7 +23,6 @@ from compactor.events import (
     UsageReported,
     ViewPrepared,
     compaction_recorded,
-    hash_key,
     message_appended,
     offload_events,
     sha256_of,
@@ -55,16 +55,19 @@ class CompactionSession:
         source: str = "live",
         metadata: dict[str, Any] | None = None,
         start_seq: int | None = None,
+        resume: Sequence[Message] = (),
     ) -> None:
-        self.session_id = session_id or str(uuid.uuid4())
+        # an id is written in every event: scrubbed once here, it is the same id on the way
+        # in (resume lookups) and on the way out (the spool)
+        self.session_id = scrub(session_id) if session_id else str(uuid.uuid4())
         if compactor.session_id != self.session_id or compactor.capture != capture:
-            compactor = compactor.for_session(self.session_id)
-            compactor.capture = capture
+            compactor = compactor.for_session(self.session_id, capture=capture)
         self.compactor = compactor
         self.event_sink = event_sink
         self.capture: Capture = capture
-        self._hash_key = hash_key(capture)
-        """Metadata capture: this session's hashes are keyed, so they join nothing outside it."""
+        self._hash_key = compactor.hash_key
+        """Metadata capture: this session's hashes are keyed, so they join nothing outside it
+        (one key, shared with its compactor)."""
         if isinstance(system_prompt, str):
             system_prompt = Message(role="system", content=system_prompt)
         self.system = system_prompt
@@ -73,8 +76,8 @@ class CompactionSession:
         self.sink_errors = 0
         self.last_sink_error = ""
         self.noops_suppressed = 0
-        if start_seq is None:
-            start_seq = _next_seq(event_sink, self.session_id)
+        if start_seq is None:  # only a named session can be a resumed one
+            start_seq = _next_seq(event_sink, self.session_id) if session_id else 0
         self._events = EventFactory(self.session_id, start_seq=start_seq)
         """A session resumed in a new process (same id) continues its ``seq``: from
         ``start_seq``, else from what the sink already holds for this id."""
@@ -92,6 +95,8 @@ class CompactionSession:
         self._needs_repair = False
         self.history_bytes = 0
         """UTF-8 bytes of the whole history as the estimator counts them (kept as it grows)."""
+        for msg in resume:  # recorded by the earlier process already: no events
+            self._add(msg)
         self._emit(
             SessionStarted(
                 context_window=compactor.context_window,
@@ -115,13 +120,18 @@ class CompactionSession:
 
     def append(self, msg: Message) -> None:
         """Add one message to the history (the view follows on the next ``prepare``)."""
+        index, n_bytes = self._add(msg)
+        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes, key=self._hash_key))
+
+    def _add(self, msg: Message) -> tuple[int, int]:
+        """The bookkeeping of one new history message: (its index, its size)."""
         index = len(self.history)
         self.history.append(msg)
         n_bytes = message_bytes(msg)
         self._new_bytes += n_bytes
         self.history_bytes += n_bytes
         self._track_pairs(msg)
-        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes, key=self._hash_key))
+        return index, n_bytes
 
     def _track_pairs(self, msg: Message) -> None:
         """O(1) bookkeeping of open tool calls, so that only a broken view pays for repair."""

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from compactor.encoding import model_json_line, utf8
+from compactor.encoding import utf8
 from compactor.events import Event, parse_event
 from compactor.safepath import safe_name
 
@@ -51,8 +51,8 @@ class MemorySink:
 
     def emit(self, event: Event) -> None:
         if self.strict:
-            line = model_json_line(event)
-            if model_json_line(parse_event(line)) != line:
+            line = event.to_json_line()
+            if parse_event(line).to_json_line() != line:
                 raise AssertionError(f"event {event.event_id} does not round-trip through JSON")
             expected = self._next_seq[event.session_id]
             if event.seq != expected:
@@ -123,7 +123,7 @@ class SpoolSink:
         return self._path
 
     def emit(self, event: Event) -> None:
-        line = model_json_line(event)
+        line = event.to_json_line()
         with self._lock:
             if self._seqs is not None:
                 self._seqs[event.session_id] = max(
@@ -194,8 +194,13 @@ class SpoolSink:
         self.flush()
 
 
-_SEQ_RE = re.compile(rb'"session_id":("(?:[^"\\]|\\.)*"),"seq":(\d+)')
-"""The envelope's fields in the order pydantic writes them: a scan needs no JSON parse."""
+_SEQ_RE = re.compile(
+    rb'^\{"event_id":"[^"]*","type":"[a-z_]+","schema_version":\d+,'
+    rb'"session_id":("(?:[^"\\]|\\.)*"),"seq":(\d+),',
+    re.MULTILINE,
+)
+"""The envelope's first fields, at the start of a line, in the order pydantic writes them: a
+scan needs no JSON parse, and text inside a payload (metadata quoting "seq") cannot match."""
 
 
 def _scan_seqs(spool_dir: Path) -> dict[str, int]:

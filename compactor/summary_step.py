@@ -30,7 +30,7 @@ from compactor.messages import Message
 from compactor.protocols import MemoryExtractor, TodoInjector
 from compactor.records import SummarizerStats
 from compactor.summarize import SummaryResult
-from compactor.tokens import TokenEstimator, message_budget_bytes
+from compactor.tokens import TokenEstimator, task_cap_bytes
 from compactor.truncation import truncate_middle
 from compactor.work import Work
 
@@ -138,8 +138,8 @@ class SummaryStep:
         refs = list(prior.references) if prior else []
         refs += [offload_reference(e) for e in self.work.offloaded]
         owner = self.owner
-        cap_tokens = int(owner.context_window * owner.config.task_max_fraction)
-        carried = truncate_middle(task, message_budget_bytes(owner.estimator, cap_tokens))
+        cap = task_cap_bytes(owner.estimator, owner.context_window, owner.config.task_max_fraction)
+        carried = truncate_middle(task, cap)
         return CompactionState(
             anchors=merged,
             summary=summary,

@@ -15,16 +15,19 @@ from typing import Any, Protocol, runtime_checkable
 from compactor.messages import Message
 
 
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of ``text`` (lone surrogates counted as 3, as ``surrogatepass`` writes them);
+    ASCII text is measured without being copied."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def message_bytes(msg: Message) -> int:
     """UTF-8 bytes of one message as the estimator counts them."""
-    total = len(msg.content.encode("utf-8", "surrogatepass"))
+    total = utf8_len(msg.content)
     for tc in msg.tool_calls:
-        total += len(tc.id.encode("utf-8", "surrogatepass")) + len(
-            tc.name.encode("utf-8", "surrogatepass")
-        )
-        total += len(tc.arguments.encode("utf-8", "surrogatepass"))
+        total += utf8_len(tc.id) + utf8_len(tc.name) + utf8_len(tc.arguments)
     if msg.tool_call_id:
-        total += len(msg.tool_call_id.encode("utf-8", "surrogatepass"))
+        total += utf8_len(msg.tool_call_id)
     return total
 
 
@@ -36,7 +39,7 @@ def estimate_tokens(msgs: Iterable[Message]) -> int:
 def estimate_tool_schema_tokens(tools: Sequence[dict[str, Any]]) -> int:
     """Tokens the tool schemas sent with each request take: their compact JSON bytes // 4."""
     text = json.dumps(list(tools), separators=(",", ":"), ensure_ascii=False)
-    return ByteEstimator().tokens_for_bytes(len(text.encode("utf-8", "surrogatepass")))
+    return ByteEstimator().tokens_for_bytes(utf8_len(text))
 
 
 @runtime_checkable
@@ -180,6 +183,12 @@ def max_bytes_for(estimator: TokenEstimator, tokens: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def task_cap_bytes(estimator: TokenEstimator, context_window: int, fraction: float) -> int:
+    """Bytes a task may take in a view: ``fraction`` of the window, in this estimator's tokens,
+    on top of its fixed overhead."""
+    return message_budget_bytes(estimator, int(context_window * fraction))
 
 
 def message_budget_bytes(estimator: TokenEstimator, tokens: int) -> int:

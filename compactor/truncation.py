@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from compactor.messages import Message, ToolCall
-from compactor.tokens import message_bytes
+from compactor.tokens import message_bytes, utf8_len
 
 
 def truncate_middle(text: str, max_bytes: int) -> str:
@@ -28,12 +28,12 @@ def truncate_middle(text: str, max_bytes: int) -> str:
 def _shrink_arguments(call: ToolCall, room: int) -> ToolCall:
     """The call with its arguments cut to ``room`` bytes, still a valid JSON object."""
     raw = call.arguments
-    if len(raw.encode("utf-8", "surrogatepass")) <= room:
+    if utf8_len(raw) <= room:
         return call
     keep = max(0, room - 40)
     while True:
         args = json.dumps({"truncated_arguments": truncate_middle(raw, keep)}, ensure_ascii=False)
-        if len(args.encode("utf-8", "surrogatepass")) <= room or keep == 0:
+        if utf8_len(args) <= room or keep == 0:
             return call.model_copy(update={"arguments": args})
         keep //= 2
 
@@ -42,12 +42,8 @@ def shrink_message(msg: Message, max_bytes: int) -> Message:
     """``msg`` cut to about ``max_bytes``: long tool-call arguments first, then the content."""
     if message_bytes(msg) <= max_bytes:
         return msg
-    content = len(msg.content.encode("utf-8", "surrogatepass"))
-    fixed = (
-        message_bytes(msg)
-        - content
-        - sum(len(tc.arguments.encode("utf-8", "surrogatepass")) for tc in msg.tool_calls)
-    )
+    content = utf8_len(msg.content)
+    fixed = message_bytes(msg) - content - sum(utf8_len(tc.arguments) for tc in msg.tool_calls)
     available = max(0, max_bytes - fixed)
     if msg.tool_calls:
         arg_room = available - content if content <= available // 2 else available // 2

@@ -123,7 +123,7 @@ def compaction_recorded(
         elif m.role == "system" and src == 0:
             status = "system"
         else:
-            status = "kept" if statuses[src] == "kept" else statuses[src]
+            status = statuses[src]
         index = index_of[src] if src is not None else None
         after.append(
             ViewItem(index=index, sha256=digest, role=m.role, bytes=message_bytes(m), status=status)

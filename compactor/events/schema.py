@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 from compactor.anchors import anchor_items
+from compactor.encoding import model_json_line
 from compactor.messages import ToolCall
 from compactor.records import CompactionRecord, Int64
 
@@ -222,7 +223,8 @@ class Event(BaseModel):
         return self
 
     def to_json_line(self) -> str:
-        return self.model_dump_json()
+        """One JSON line; text UTF-8 cannot hold (lone surrogates) is scrubbed, not raised on."""
+        return model_json_line(self)
 
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]

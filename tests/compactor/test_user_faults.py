@@ -143,14 +143,12 @@ def test_emergency_counts_reserved_tokens_in_its_target_and_does_not_blame_the_w
 
 def test_a_full_call_whose_head_is_only_the_previous_compaction_is_a_no_op() -> None:
     pc = ProgressiveCompactor(ScriptedSummarizer(), 100_000)
-    first = pc.compact_with_record(conversation(20, 800))
     compacted = pc.compact_detailed(conversation(20, 800), tier=CompactionTier.FULL).view
     assert parse_compaction_message(compacted[1]) is not None
     # The head is now the compaction message alone: nothing new to summarise.
     out = pc.compact_detailed(compacted, tier=CompactionTier.FULL)
     record = out.record
 
-    assert first  # the first call returned a view
     assert record.effective is False
     assert out.view == compacted
     assert record.summarized == 0 and record.tokens_after == record.tokens_before
@@ -257,13 +255,8 @@ def test_lone_surrogates_in_a_tool_result_never_raise_and_round_trip(tmp_path: P
 
 
 class _CountingFallback(TokenBudgetCompactor):
-    calls = 0
-
-    def compact_force(self, msgs: list[Message]) -> list[Message]:  # type: ignore[override]
-        return super().compact_force(msgs)
-
     def truncate(self, msgs, target_fraction):  # type: ignore[no-untyped-def]
-        type(self).calls += 1
+        self.calls = getattr(self, "calls", 0) + 1
         return super().truncate(msgs, target_fraction)
 
 
@@ -280,7 +273,7 @@ def test_for_session_keeps_a_custom_fallback_with_the_sessions_estimator() -> No
 
     assert isinstance(bound.fallback, _CountingFallback)
     assert bound.fallback.estimator is estimator
-    assert _CountingFallback.calls == 1
+    assert bound.fallback.calls == 1
 
 
 def test_metadata_capture_keeps_provider_error_text_out_of_events() -> None:
@@ -330,13 +323,77 @@ def test_a_resumed_session_continues_its_seq_from_the_spool(tmp_path: Path) -> N
     again.append(Message(role="user", content="three"))
     again.close()
 
-    seqs = sorted(
-        json.loads(line)["seq"]
-        for p in spool.glob("*.jsonl")
-        for line in p.read_text().splitlines()
-    )
+    events = [
+        json.loads(line) for p in spool.glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
+    seqs = sorted(e["seq"] for e in events)
     assert seqs == list(range(len(seqs)))
     assert len(seqs) == 3 + 2  # two session_started, three messages
+
+
+def test_a_session_resumed_with_its_history_continues_message_indices(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    earlier = [Message(role="user", content="one"), Message(role="assistant", content="two")]
+    first = CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+        "sys",
+        session_id="r",
+        event_sink=SpoolSink(spool),
+    )
+    first.extend(earlier)
+    first.close()
+
+    again = CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+        "sys",
+        session_id="r",
+        event_sink=SpoolSink(spool),
+        resume=earlier,  # the history the agent persisted: no events written for it again
+    )
+    again.append(Message(role="user", content="three"))
+    again.close()
+
+    events = [
+        json.loads(line) for p in spool.glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
+    indices = [e["payload"]["index"] for e in events if e["type"] == "message_appended"]
+    assert sorted(indices) == [0, 1, 2]
+    assert again.history == [*earlier, Message(role="user", content="three")]
+    assert again.history_bytes == first.history_bytes + len("three")
+
+
+def test_resuming_reads_only_envelopes_and_takes_scrubbed_ids(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    # a payload quoting an envelope's fields must not move another session's seq
+    poison = {"session_id": "victim", "seq": 10**9}
+    CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+        session_id="attacker",
+        event_sink=SpoolSink(spool),
+        metadata=poison,
+    ).close()
+    odd = 'r\ud800"quoted" é'
+    first = CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+        session_id=odd,
+        event_sink=SpoolSink(spool),
+    )
+    first.append(Message(role="user", content="one"))
+    first.close()
+
+    assert SpoolSink(spool).next_seq("victim") == 0
+    again = CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+        session_id=odd,
+        event_sink=SpoolSink(spool),
+    )
+    assert again.session_id == first.session_id == 'r\ufffd"quoted" é'
+    again.close()
+    events = [
+        json.loads(line) for p in spool.glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
+    mine = sorted(e["seq"] for e in events if e["session_id"] == first.session_id)
+    assert mine == [0, 1, 2]  # started, one message; then the resumed start goes on at 2
 
 
 def test_metadata_hashes_join_nothing_outside_their_session() -> None:
