@@ -194,6 +194,9 @@ def scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
+_NAMED_FIELDS = {"warn", "soft", "full", "min_tail_messages", "offload_threshold"}
+
+
 @dataclass(frozen=True)
 class ProgressiveStrategy:
     """The ``ProgressiveCompactor`` with ``config`` through ``CompactionSession``.
@@ -209,9 +212,20 @@ class ProgressiveStrategy:
     def name(self) -> str:
         c = self.config
         hook = " +hook" if self.tool_time_offload else ""
+        # every other field that differs from the defaults is named too: the name is the
+        # trial's key, so two configs must never share one
+        defaults = CompactorConfig().model_dump()
+        derived_fallback = round(min(0.5, 0.8 * c.warn), 4)
+        extras = "".join(
+            f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}"
+            for k, v in c.model_dump().items()
+            if k not in _NAMED_FIELDS
+            and v != defaults[k]
+            and not (k == "fallback_target" and v == derived_fallback)
+        )
         return (
             f"progressive w{c.warn:g} s{c.soft:g} f{c.full:g} tail{c.min_tail_messages} "
-            f"off{c.offload_threshold}{hook}"
+            f"off{c.offload_threshold}{hook}{extras}"
         )
 
     def run(self, session: ImportedSession, window: int) -> StrategyResult:

@@ -88,3 +88,13 @@ def test_model_names_that_sanitise_alike_get_different_profile_files() -> None:
     assert _safe("gpt-4o") == "gpt-4o"
     assert _safe("x/y") != _safe("x_y")
     assert _safe("x/y").startswith("x_y-")
+
+
+def test_a_grid_over_any_config_field_keeps_every_configuration_apart() -> None:
+    from analytics.tuning.specs import grid_specs
+
+    specs = grid_specs({"preview_lines": [5, 50], "warn": [0.5, 0.6]})
+
+    assert len(specs) == 4
+    assert len({s.name for s in specs}) == 4
+    assert {s.config.preview_lines for s in specs if s.config} == {5, 50}
