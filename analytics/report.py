@@ -14,13 +14,19 @@ import html
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
 
-from analytics.findings import postmortem_json
+from analytics.charts import (
+    billing_figure,
+    compression_figure,
+    lead_ups_figure,
+    survival_figure,
+    tier_counts_figure,
+)
 from analytics.materialize import job_table
 from analytics.stats import fleet_stats
 from analytics.store import EventStore
+from compactor import CompactionTier
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
@@ -59,100 +65,31 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _bar(title: str, x: list[Any], y: list[Any], x_title: str, y_title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=x, y=y))
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=360)
-    return fig
+def _compression_rows(stats: dict[str, Any]) -> pl.DataFrame:
+    """The ``compression`` object of ``stats`` as ``compression_by_tier`` rows."""
+    rows = [
+        {"tier": int(CompactionTier[name]), "tier_name": name, **figures}
+        for name, figures in stats["compression"].items()
+    ]
+    return pl.DataFrame(rows) if rows else pl.DataFrame(schema={"tier": pl.Int64})
 
 
-def tier_figure(stats: dict[str, Any]) -> go.Figure:
-    by_tier = stats["compactions"]["by_tier"]
-    return _bar(
-        "Effective compactions per tier", list(by_tier), list(by_tier.values()), "tier", "count"
+def _survival_rows(stats: dict[str, Any]) -> pl.DataFrame:
+    """The ``anchor_retention`` object of ``stats`` as ``anchor_survival`` rows."""
+    return pl.DataFrame(
+        [{"anchor_type": kind, **shares} for kind, shares in stats["anchor_retention"].items()]
     )
-
-
-def compression_figure(stats: dict[str, Any]) -> go.Figure:
-    fig = go.Figure()
-    tiers = list(stats["compression"])
-    for q in ("ratio_p50", "ratio_p90", "ratio_p99"):
-        fig.add_trace(go.Bar(name=q, x=tiers, y=[stats["compression"][t][q] for t in tiers]))
-    fig.update_layout(
-        title="Compression ratio per tier (tokens after/before; lower saves more)",
-        xaxis_title="tier",
-        yaxis_title="ratio after/before",
-        barmode="group",
-        height=360,
-    )
-    return fig
-
-
-def billing_figure(timeline: pl.DataFrame) -> go.Figure:
-    fig = go.Figure()
-    if timeline.height:
-        top = timeline.sort("tokens_uncompacted", descending=True).head(30)
-        sessions = top.get_column("session_id").to_list()
-        fig.add_trace(go.Bar(name="billed", x=sessions, y=top.get_column("tokens_billed")))
-        fig.add_trace(
-            go.Bar(name="without compaction", x=sessions, y=top.get_column("tokens_uncompacted"))
-        )
-    fig.update_layout(
-        title="Tokens billed vs without compaction (the 30 largest sessions)",
-        xaxis_title="session",
-        yaxis_title="tokens (summed over turns)",
-        barmode="group",
-        height=420,
-    )
-    return fig
-
-
-def survival_figure(stats: dict[str, Any]) -> go.Figure:
-    fig = go.Figure()
-    kinds = list(stats["anchor_retention"])
-    for key in ("survival_next", "survival_last"):
-        values = [stats["anchor_retention"][k][key] for k in kinds]
-        fig.add_trace(go.Bar(name=key, x=kinds, y=values))
-    fig.update_layout(
-        title="Anchor item survival (share of items kept to the next / the last compaction)",
-        xaxis_title="anchor type",
-        yaxis_title="share (0..1)",
-        barmode="group",
-        height=360,
-    )
-    return fig
-
-
-def lead_up_figure(postmortems: list[dict[str, Any]]) -> go.Figure:
-    fig = go.Figure()
-    for pm in postmortems[:20]:
-        lead = pm["lead_up"]
-        fig.add_trace(
-            go.Scatter(
-                x=[p["turn"] for p in lead],
-                y=[p["ratio"] for p in lead],
-                mode="lines+markers",
-                name=f"{pm['session_id']} turn {pm['turn']}",
-            )
-        )
-    fig.update_layout(
-        title="Context ratio in the turns before each emergency (first 20)",
-        xaxis_title="turn",
-        yaxis_title="ratio of the window",
-        height=420,
-    )
-    return fig
 
 
 def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None) -> Path:
     """Write the report to ``out`` (parents created) and return its path."""
     stats = fleet_stats(store, spool_dir)
-    postmortems = postmortem_json(store, counterfactuals=True)["postmortems"]
     figures = [
-        tier_figure(stats),
-        compression_figure(stats),
+        tier_counts_figure(stats["compactions"]["by_tier"]),
+        compression_figure(_compression_rows(stats)),
         billing_figure(job_table(store, "job_session_timeline")),
-        survival_figure(stats),
-        lead_up_figure(postmortems),
+        survival_figure(_survival_rows(stats), "Anchor item survival, whole fleet"),
+        lead_ups_figure(job_table(store, "job_lead_up")),
     ]
     parts = [
         fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figures)

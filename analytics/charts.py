@@ -1,0 +1,275 @@
+"""Pure figure builders: Polars frames in, Plotly figures out, no Streamlit, no store.
+
+Shared by the app's pages and ``compactlens report`` (which is why they live in analytics: the
+app may import analytics, never the other way round).
+
+Every figure has a title that says what it shows and axis titles with units; tiers keep the same
+colour on every chart. The frames are the analytics jobs' outputs (``turn_timeline``,
+``compaction_turns``, ``compression_by_tier``, ``anchor_survival``, the post-mortem frames, the
+tuning strategies); these functions only draw them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+import polars as pl
+
+TIER_COLOURS: dict[str, str] = {
+    "WARN": "#d4a017",
+    "SOFT": "#e67e22",
+    "FULL": "#c0392b",
+    "EMERGENCY": "#6c0b0b",
+}
+TIERS = tuple(TIER_COLOURS)
+THRESHOLDS = ("warn", "soft", "full", "emergency")
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(
+        title={"text": title},
+        xaxis_title=x,
+        yaxis_title=y,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def threshold_tokens(
+    thresholds: Mapping[str, float], window: int, reserve: int
+) -> dict[str, float]:
+    """The view size (tokens) at which each tier fires: ratio = (tokens + reserve) / window."""
+    return {name: thresholds[name] * window - reserve for name in THRESHOLDS if name in thresholds}
+
+
+def timeline_figure(
+    turns: pl.DataFrame,
+    markers: pl.DataFrame,
+    *,
+    thresholds: Mapping[str, float],
+    window: int,
+    reserve: int = 0,
+    title: str = "Context tokens per turn",
+) -> go.Figure:
+    """Tokens of the view sent each turn (``turn_timeline`` rows), the uncompacted history,
+    threshold bands from Warn up, and one marker trace per tier at each compaction (rows of
+    ``compaction_turns``: turn, tokens_before, tier_name, id in customdata)."""
+    fig = _turn_lines(turns)
+    _bands(fig, threshold_tokens(thresholds, window, reserve), window)
+    for tier in TIERS:
+        rows = markers.filter(pl.col("tier_name") == tier) if markers.height else markers
+        if rows.height == 0:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=rows.get_column("turn").to_list(),
+                y=rows.get_column("tokens_before").to_list(),
+                mode="markers",
+                name=tier,
+                marker={"color": TIER_COLOURS[tier], "size": 11, "symbol": "diamond"},
+                customdata=rows.get_column("id").to_list(),
+                hovertemplate=f"{tier} at turn %{{x}}<br>%{{y}} tokens before<extra></extra>",
+            )
+        )
+    peak = max([float(window), *[float(v) for v in turns.get_column("tokens").drop_nulls()]])
+    fig.update_yaxes(range=[0, peak * 1.08])
+    return _layout(fig, title, "turn (model call)", "tokens")
+
+
+def _turn_lines(turns: pl.DataFrame) -> go.Figure:
+    """The view sent each turn, and the uncompacted history (hidden until asked for)."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=turns.get_column("turn").to_list(),
+            y=turns.get_column("tokens").to_list(),
+            mode="lines",
+            name="view sent",
+            line={"color": "#1f77b4"},
+        )
+    )
+    if (
+        "history_tokens" in turns.columns
+        and turns.get_column("history_tokens").null_count() < turns.height
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=turns.get_column("turn").to_list(),
+                y=turns.get_column("history_tokens").to_list(),
+                mode="lines",
+                name="uncompacted history",
+                line={"color": "#999999", "dash": "dot"},
+                visible="legendonly",
+            )
+        )
+    return fig
+
+
+def _bands(fig: go.Figure, levels: Mapping[str, float], window: int) -> None:
+    """Shaded bands between consecutive thresholds, the last one up to the window."""
+    names = [n for n in THRESHOLDS if n in levels]
+    for i, name in enumerate(names):
+        top = levels[names[i + 1]] if i + 1 < len(names) else float(window)
+        colour = TIER_COLOURS[name.upper()]
+        fig.add_hrect(y0=levels[name], y1=top, fillcolor=colour, opacity=0.08, line_width=0)
+        fig.add_hline(
+            y=levels[name],
+            line={"color": colour, "width": 1, "dash": "dash"},
+            annotation_text=f"{name.upper()} {levels[name]:,.0f}",
+            annotation_position="top left",
+        )
+    fig.add_hline(
+        y=window, line={"color": "#000000", "width": 1}, annotation_text=f"window {window:,}"
+    )
+
+
+def tier_counts_figure(by_tier: Mapping[str, int]) -> go.Figure:
+    """Effective compactions per tier (the ``compactions.by_tier`` of ``fleet_stats``)."""
+    tiers = [t for t in TIERS if t in by_tier]
+    fig = go.Figure(
+        go.Bar(
+            x=tiers,
+            y=[by_tier[t] for t in tiers],
+            marker_color=[TIER_COLOURS[t] for t in tiers],
+            name="compactions",
+        )
+    )
+    return _layout(fig, "Compactions per tier", "tier", "compactions (count)")
+
+
+def compression_figure(compression: pl.DataFrame) -> go.Figure:
+    """Ratio percentiles per tier (``compression_by_tier`` rows with a tier name)."""
+    rows = compression.filter(pl.col("tier") > 0) if compression.height else compression
+    names = rows.get_column("tier_name").to_list() if rows.height else []
+    fig = go.Figure()
+    for column in ("ratio_p50", "ratio_p90", "ratio_p99"):
+        values = rows.get_column(column).to_list() if rows.height else []
+        fig.add_trace(go.Bar(x=names, y=values, name=column.removeprefix("ratio_")))
+    fig.update_layout(barmode="group")
+    return _layout(
+        fig, "Compression ratio by tier (lower is smaller)", "tier", "ratio (tokens after / before)"
+    )
+
+
+def survival_figure(survival: pl.DataFrame, title: str = "Anchor survival") -> go.Figure:
+    """``anchor_survival`` rows: survival to the next compaction and to the last, per type."""
+    types = survival.get_column("anchor_type").to_list() if survival.height else []
+    fig = go.Figure()
+    for column, label in (("survival_next", "to the next"), ("survival_last", "to the last")):
+        values = survival.get_column(column).to_list() if survival.height else []
+        fig.add_trace(go.Bar(x=types, y=values, name=f"survives {label} compaction"))
+    fig.update_layout(barmode="group", yaxis_range=[0, 1.05])
+    return _layout(fig, title, "anchor type", "share of items (0–1)")
+
+
+def lead_up_figure(lead_up: pl.DataFrame, thresholds: Mapping[str, float]) -> go.Figure:
+    """The per-turn ratio before an emergency (post-mortem ``lead_up`` rows), with the
+    session's thresholds as lines."""
+    fig = go.Figure(
+        go.Scatter(
+            x=lead_up.get_column("turn").to_list() if lead_up.height else [],
+            y=lead_up.get_column("ratio").to_list() if lead_up.height else [],
+            mode="lines+markers",
+            name="ratio",
+        )
+    )
+    for name in THRESHOLDS:
+        if name in thresholds:
+            fig.add_hline(
+                y=thresholds[name],
+                line={"color": TIER_COLOURS[name.upper()], "dash": "dash", "width": 1},
+                annotation_text=name.upper(),
+            )
+    return _layout(
+        fig, "Lead-up to the emergency", "turn (model call)", "ratio of the window (0–1)"
+    )
+
+
+def contributors_figure(top: pl.DataFrame) -> go.Figure:
+    """The messages that added the most tokens before an emergency (``top_contributors``)."""
+    labels = [
+        f"#{row['history_index']} {row['role']}"
+        + (f" ({row['tool_name']})" if row["tool_name"] else "")
+        for row in top.iter_rows(named=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=top.get_column("tokens").to_list() if top.height else [],
+            y=labels,
+            orientation="h",
+            name="tokens",
+        )
+    )
+    fig.update_layout(yaxis={"autorange": "reversed"})
+    return _layout(fig, "Top contributors before the emergency", "tokens (bytes / 4)", "message")
+
+
+def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
+    """Tuning strategies: tokens billed against artifact retention, the Pareto front marked."""
+    fig = go.Figure()
+    for on_front, label in ((False, "strategy"), (True, "Pareto front")):
+        rows = strategies.filter(pl.col("name").is_in(pareto) == on_front)
+        fig.add_trace(
+            go.Scatter(
+                x=rows.get_column("tokens_billed").to_list(),
+                y=rows.get_column("artifact_retention").to_list(),
+                text=rows.get_column("name").to_list(),
+                mode="markers+text" if on_front else "markers",
+                textposition="top right",
+                name=label,
+                marker={"size": 12 if on_front else 8},
+            )
+        )
+    return _layout(
+        fig,
+        "Tuning: tokens billed vs artifact retention",
+        "tokens billed",
+        "artifact retention (0–1)",
+    )
+
+
+def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
+    """Tokens billed against the uncompacted history for the largest sessions
+    (``job_session_timeline`` rows)."""
+    rows = timeline.sort("tokens_uncompacted", descending=True).head(top)
+    sessions = rows.get_column("session_id").to_list() if rows.height else []
+    fig = go.Figure()
+    for column, name in (("tokens_billed", "billed"), ("tokens_uncompacted", "without compaction")):
+        values = rows.get_column(column).to_list() if rows.height else []
+        fig.add_trace(go.Bar(x=sessions, y=values, name=name))
+    fig.update_layout(barmode="group")
+    return _layout(
+        fig,
+        f"Tokens billed vs without compaction (the {top} largest sessions)",
+        "session",
+        "tokens (summed over turns)",
+    )
+
+
+def lead_ups_figure(lead_ups: pl.DataFrame, top: int = 20) -> go.Figure:
+    """The ratio in the turns before each of the first ``top`` emergencies, one line each
+    (``lead_up`` rows with ``compaction_id``, ``turn``, ``ratio``)."""
+    fig = go.Figure()
+    ids: list[str] = (
+        lead_ups.get_column("compaction_id").unique(maintain_order=True).head(top).to_list()
+        if lead_ups.height
+        else []
+    )
+    for cid in ids:
+        rows = lead_ups.filter(pl.col("compaction_id") == cid)
+        fig.add_trace(
+            go.Scatter(
+                x=rows.get_column("turn").to_list(),
+                y=rows.get_column("ratio").to_list(),
+                mode="lines+markers",
+                name=str(cid)[:8],
+            )
+        )
+    return _layout(
+        fig,
+        f"Context ratio in the turns before each emergency (first {top})",
+        "turn (model call)",
+        "ratio of the window (0–1)",
+    )
