@@ -25,9 +25,11 @@ def session_summaries(store: EventStore) -> pl.DataFrame:
     return store.query(
         f"""WITH t AS (SELECT session_id, count(*) AS turns, max(tokens) AS peak_tokens
                        FROM turns WHERE {_LIVE} GROUP BY session_id),
-                 c AS (SELECT session_id, count(*) FILTER (WHERE effective AND tier > 0)
+                 c AS (SELECT session_id,
+                              count(*) FILTER (WHERE coalesce(effective, true) AND tier > 0)
                                 AS compactions,
-                              count(*) FILTER (WHERE effective AND tier = 4) AS emergencies
+                              count(*) FILTER (WHERE coalesce(effective, true) AND tier = 4)
+                                AS emergencies
                        FROM compactions WHERE {_LIVE} GROUP BY session_id),
                  o AS (SELECT session_id, count(*) AS offloads FROM offloads
                        WHERE {_LIVE} GROUP BY session_id)
@@ -74,7 +76,7 @@ def emergency_list(store: EventStore, session_id: str | None = None) -> pl.DataF
     return store.query(
         f"""SELECT session_id, id AS compaction_id, seq, occurred_at, tokens_before,
               tokens_after, n_dropped, emergency
-            FROM compactions WHERE tier = 4 AND effective {where}
+            FROM compactions WHERE tier = 4 AND coalesce(effective, true) {where}
             ORDER BY occurred_at DESC, session_id, seq LIMIT 1000""",
         params,
     )

@@ -74,8 +74,8 @@ def postmortem_json(
         return {"postmortems": []}
     frames = PostmortemFrames(
         emergencies.sort("session_id", "seq"),
-        _only(job_table(store, "job_lead_up"), session).drop("session_id", strict=False),
-        _only(job_table(store, "job_top_contributors"), session).drop("session_id", strict=False),
+        _only(job_table(store, "job_lead_up"), session),
+        _only(job_table(store, "job_top_contributors"), session),
     )
     found: dict[str, dict[str, Any]] = {}
     if counterfactuals:

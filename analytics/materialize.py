@@ -82,19 +82,10 @@ def _postmortem(inputs: JobInputs) -> dict[str, pl.DataFrame]:
         inputs["views"],
         inputs["sessions"],
     )
-    emergencies = frames.emergencies
     return {
-        "job_emergencies": emergencies,
-        "job_lead_up": frames.lead_up.join(
-            emergencies.select("compaction_id", "session_id"), on="compaction_id", how="left"
-        )
-        if "session_id" not in frames.lead_up.columns
-        else frames.lead_up,
-        "job_top_contributors": frames.top_contributors.join(
-            emergencies.select("compaction_id", "session_id"), on="compaction_id", how="left"
-        )
-        if "session_id" not in frames.top_contributors.columns
-        else frames.top_contributors,
+        "job_emergencies": frames.emergencies,
+        "job_lead_up": frames.lead_up,
+        "job_top_contributors": frames.top_contributors,
     }
 
 
@@ -120,7 +111,7 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",)),
     Job("retention", 2, _retention, ("job_retention_detail", "job_silent_drops")),
-    Job("postmortem", 1, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
+    Job("postmortem", 2, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
     Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
     Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
 )

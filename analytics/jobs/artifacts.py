@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.jobs.common import is_effective
+
 _W = r"[A-Za-z0-9_@+~-]"
 _SEG = rf"\.?{_W}+(?:\.{_W}+)*"  # a name; dots inside (or leading: .github), never trailing
 _EXT = (
@@ -121,7 +123,7 @@ def _targets(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.LazyFrame:
     )
     return (
         compactions.lazy()
-        .filter(pl.col("effective").fill_null(value=False) & (pl.col("summarized") > 0))
+        .filter(is_effective() & (pl.col("summarized") > 0))
         .select(
             pl.col("session_id").cast(pl.String),
             pl.col("id").cast(pl.String).alias("compaction_id"),

@@ -50,3 +50,9 @@ def live_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
 def tier_name(column: str = "tier") -> pl.Expr:
     """The CompactionTier name of the integer tier in ``column`` (null for unknown numbers)."""
     return pl.col(column).replace_strict(TIER_NAMES, default=None, return_dtype=pl.String)
+
+
+def is_effective() -> pl.Expr:
+    """A compaction that changed the view. A null ``effective`` (records written before the
+    flag existed, e.g. harness9's) counts as effective: every job reads it the same way."""
+    return pl.col("effective").fill_null(True)

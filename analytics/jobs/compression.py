@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from analytics.jobs.common import conform, drop_deleted, tier_name
+from analytics.jobs.common import conform, drop_deleted, is_effective, tier_name
 
 _COMPACTIONS = {
     "id": pl.String(),
@@ -55,7 +55,7 @@ def _summarise(
 ) -> pl.DataFrame:
     """The statistics of ``STAT_COLUMNS`` grouped by ``keys`` (plus tier_name after tier)."""
     frame = drop_deleted(conform(compactions, _COMPACTIONS), sessions)
-    effective = pl.col("effective").fill_null(True)
+    effective = is_effective()
     saved = pl.col("tokens_before") - pl.col("tokens_after")
     stats = frame.group_by(*keys).agg(
         count=effective.sum().cast(pl.Int64),

@@ -32,6 +32,8 @@ from typing import Any
 
 import polars as pl
 
+from analytics.jobs.common import is_effective
+
 EMERGENCY_TIER = 4
 DEFAULT_LEAD_UP_TURNS = 10
 DEFAULT_TOP_CONTRIBUTORS = 5
@@ -45,9 +47,10 @@ class PostmortemFrames:
     """The job's frames, one row per emergency / lead-up turn / contributor.
 
     ``emergencies``: session_id, compaction_id, seq, turn, history_messages, dropped_messages,
-    dropped_tokens (ordered by session_id, seq). ``lead_up``: compaction_id, turn, seq, ratio,
-    history_messages (ordered by turn). ``top_contributors``: compaction_id, history_index, role,
-    tool_name, tokens (largest first, ties by history index).
+    dropped_tokens (ordered by session_id, seq). ``lead_up``: session_id, compaction_id, turn,
+    seq, ratio, history_messages (ordered by turn). ``top_contributors``: session_id,
+    compaction_id, history_index, role, tool_name, tokens (largest first, ties by history
+    index). Every frame carries ``session_id``, so results can be stored per session.
     """
 
     emergencies: pl.DataFrame
@@ -62,9 +65,7 @@ def emergency_compactions(
     sessions: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Effective Emergency compactions of sessions not deleted, with their turn and losses."""
-    found = compactions.filter(
-        (pl.col("tier") == EMERGENCY_TIER) & pl.col("effective").fill_null(False)
-    ).select(
+    found = compactions.filter((pl.col("tier") == EMERGENCY_TIER) & is_effective()).select(
         "session_id",
         pl.col("id").alias("compaction_id"),
         "seq",
@@ -127,6 +128,7 @@ def lead_up(
         .filter(pl.col("seq") < pl.col("c_seq"))
         .filter(pl.col("seq").rank("ordinal", descending=True).over("compaction_id") <= n)
         .select(
+            "session_id",
             "compaction_id",
             "turn",
             "seq",
@@ -259,6 +261,7 @@ def top_contributors(
     return (
         top.join(names, on=["session_id", "idx"], how="left")
         .select(
+            "session_id",
             "compaction_id",
             pl.col("idx").alias("history_index"),
             "role",
@@ -306,7 +309,7 @@ def postmortem_dicts(
             "compaction_id": cid,
             "turn": row["turn"],
             "lead_up": lead_rows.select("turn", "ratio").to_dicts(),
-            "top_contributors": top_rows.drop("compaction_id").to_dicts(),
+            "top_contributors": top_rows.drop("compaction_id", "session_id").to_dicts(),
             "dropped": {"messages": row["dropped_messages"], "tokens": row["dropped_tokens"]},
             "counterfactuals": [],
             "smallest_change": None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs.common import conform, drop_deleted, tier_name
+from analytics.jobs.common import conform, drop_deleted, is_effective, tier_name
 
 EMERGENCY_TIER = 4
 
@@ -41,7 +41,7 @@ def effective_compactions(compactions: pl.DataFrame, sessions: pl.DataFrame) -> 
     n_offloaded, cut) plus tier_name."""
     frame = drop_deleted(conform(compactions, _COMPACTIONS), sessions)
     return (
-        frame.filter(pl.col("effective").fill_null(True))
+        frame.filter(is_effective())
         .with_columns(tier_name=tier_name())
         .sort("session_id", "seq", nulls_last=True)
     )
