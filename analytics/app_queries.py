@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from analytics.materialize import job_table_exists
 from analytics.store import EventStore
 
 _LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
@@ -45,7 +46,8 @@ def session_summaries(store: EventStore) -> pl.DataFrame:
 
 
 def compaction_figures(store: EventStore) -> pl.DataFrame:
-    """The ``compactions`` columns the compression and tier jobs read, without any text."""
+    """The ``compactions`` columns the compression and tier jobs read, without any text (the
+    fleet figures read every compaction: summaries would be most of the bytes)."""
     return store.query(
         f"""SELECT id, session_id, seq, tier, trigger, effective, tokens_before, tokens_after,
               compression_ratio, summarizer_input_tokens, summarizer_output_tokens,
@@ -99,10 +101,7 @@ def retention_status_rows(store: EventStore) -> pl.DataFrame:
     """The columns of the materialised ``job_retention_detail`` that ``anchor_survival`` reads
     (anchor_type, status, last_compaction, reaches_last), for live sessions; no rows when the
     job never ran. Reading four columns instead of the item texts keeps the fleet page fast."""
-    exists = store.query(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'job_retention_detail'"
-    ).item()
-    if not exists:
+    if not job_table_exists(store, "job_retention_detail"):
         schema = {"anchor_type": pl.String, "status": pl.String}
         return pl.DataFrame(
             schema={**schema, "last_compaction": pl.Boolean, "reaches_last": pl.Boolean}

@@ -190,13 +190,19 @@ def _gone(marks: pl.DataFrame, stamps: pl.DataFrame) -> list[str]:
     return [s for s in stamps.get_column("session_id").to_list() if s not in live]
 
 
-def job_table(store: EventStore, table: str) -> pl.DataFrame:
-    """All rows of a materialised ``job_*`` table (empty when the job never ran)."""
+def job_table_exists(store: EventStore, table: str) -> bool:
+    """True when the job writing ``table`` (a ``job_*`` name, checked) has run on this store."""
     if not _JOB_TABLE.fullmatch(table):
         raise ValueError(f"{table!r} is not a job table name (job_<name>)")
-    exists = store.query(
-        "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [table]
-    ).item()
-    if not exists:
+    return bool(
+        store.query(
+            "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [table]
+        ).item()
+    )
+
+
+def job_table(store: EventStore, table: str) -> pl.DataFrame:
+    """All rows of a materialised ``job_*`` table (empty when the job never ran)."""
+    if not job_table_exists(store, table):
         return pl.DataFrame()
     return store.query(f"SELECT * FROM {table}")

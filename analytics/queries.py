@@ -45,6 +45,12 @@ def sessions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> 
     )
 
 
+def turn_sessions(store: EventStore) -> pl.DataFrame:
+    """One row per turn of a live session with its session id only: what counting turns needs."""
+    where, params = _scope(None)
+    return store.query(f"SELECT session_id FROM turns {where}", params)
+
+
 def turns_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
     where, params = _scope(sessions)
     return store.query(

@@ -16,11 +16,12 @@ from typing import Any
 import polars as pl
 
 from analytics import queries
+from analytics.app_queries import compaction_figures, retention_status_rows
 from analytics.jobs.artifacts import overall_artifact_retention
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.retention import anchor_survival
 from analytics.jobs.tiers import emergency_summary
-from analytics.materialize import job_table
+from analytics.materialize import job_table, job_table_exists
 from analytics.projector import Projector
 from analytics.store import EventStore, QuarantinedLine
 from compactor import AnchorType, CompactionTier
@@ -45,8 +46,8 @@ def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, A
     """The SPEC 5.3 ``stats --json`` object (plus a few more keys; none renamed)."""
     counts = store.query(_COUNTS_SQL).row(0, named=True)
     sessions = queries.sessions_frame(store)
-    compactions = queries.compactions_frame(store)
-    turns = queries.turns_frame(store)
+    compactions = compaction_figures(store)  # no summary text: every compaction is read
+    turns = queries.turn_sessions(store)  # the emergency rate only counts turns
     out: dict[str, Any] = {
         "sessions": counts["sessions"],
         "turns": counts["turns"],
@@ -55,7 +56,7 @@ def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, A
         "compression": _compression(compactions, sessions),
         "tokens": _tokens(store),
         "anchor_retention": _anchor_retention(store),
-        "silent_drops": job_table(store, "job_silent_drops").height,
+        "silent_drops": _count(store, "job_silent_drops"),
         "artifact_retention": _artifact_retention(store),
         "quarantined": counts["quarantined"],
     }
@@ -70,6 +71,12 @@ def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, A
         ),
     )
     return out
+
+
+def _count(store: EventStore, table: str) -> int:
+    if not job_table_exists(store, table):
+        return 0
+    return int(store.query(f"SELECT count(*) FROM {table}").item())
 
 
 def _compactions(compactions: pl.DataFrame) -> dict[str, Any]:
@@ -108,17 +115,19 @@ def _compression(compactions: pl.DataFrame, sessions: pl.DataFrame) -> dict[str,
 
 
 def _tokens(store: EventStore) -> dict[str, Any]:
-    timeline = job_table(store, "job_session_timeline")
-    if timeline.is_empty():
+    if not job_table_exists(store, "job_session_timeline"):
         return {"billed": 0, "uncompacted": 0, "saved_share": None}
-    billed = int(timeline.get_column("tokens_billed").sum())
-    uncompacted = int(timeline.get_column("tokens_uncompacted").sum())
+    billed, uncompacted = store.query(
+        """SELECT CAST(coalesce(sum(tokens_billed), 0) AS BIGINT),
+                  CAST(coalesce(sum(tokens_uncompacted), 0) AS BIGINT)
+           FROM job_session_timeline"""
+    ).row(0)
     share = 1 - billed / uncompacted if uncompacted else None
     return {"billed": billed, "uncompacted": uncompacted, "saved_share": share}
 
 
 def _anchor_retention(store: EventStore) -> dict[str, Any]:
-    detail = job_table(store, "job_retention_detail")
+    detail = retention_status_rows(store)  # four columns, not the item texts
     survival = anchor_survival(detail) if detail.height else pl.DataFrame()
     rows = {r["anchor_type"]: r for r in survival.iter_rows(named=True)} if survival.height else {}
     return {

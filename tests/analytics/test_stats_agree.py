@@ -47,8 +47,13 @@ def test_counts_agree(replayed: tuple[Path, dict[str, Any]]) -> None:
     home, figures = replayed
     sessions, turns, total, noops, quarantined = _sql(
         home,
-        f"""SELECT (SELECT count(*) FROM sessions WHERE deleted_at IS NULL),
-                   (SELECT count(*) FROM turns WHERE {LIVE}),
+        # sessions and turns counted from the raw events, not from the projections stats reads
+        f"""SELECT (SELECT count(DISTINCT session_id) FROM events
+                     WHERE type = 'session_started' AND session_id NOT IN (
+                       SELECT session_id FROM events WHERE type = 'session_deleted')),
+                   (SELECT count(*) FROM events WHERE type = 'view_prepared'
+                     AND session_id NOT IN (
+                       SELECT session_id FROM events WHERE type = 'session_deleted')),
                    (SELECT count(*) {EFFECTIVE}),
                    (SELECT count(*) FROM compactions
                      WHERE tier > 0 AND effective = false AND {LIVE}),
