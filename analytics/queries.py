@@ -99,6 +99,7 @@ def messages_frame(store: EventStore, sessions: Sequence[str] | None = None) -> 
     where, params = _scope(sessions, "m.session_id")
     return store.query(
         f"""SELECT m.session_id, m.idx, m.sha256, m.role, m.bytes, m.tool_call_id,
+              CAST(coalesce(m.tool_call_ids, '[]') AS VARCHAR[]) AS tool_call_ids,
               CAST(coalesce(m.tool_names, '[]') AS VARCHAR[]) AS tool_names,
               CAST(m.tool_calls AS VARCHAR) AS tool_calls, m.is_error, m.name,
               b.content, m.occurred_at

@@ -139,41 +139,32 @@ def lead_up(
     )
 
 
-_ID = r'"id"\s*:\s*"((?:[^"\\]|\\.)*)"'
-_NAME = r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"'
-
-
-def _calls(with_calls: pl.DataFrame) -> pl.DataFrame:
-    """session_id, call_idx, id, name of every tool call. The ids and names are read with two
-    regexes (JSON decoding is many times slower); a message whose ids and names do not pair up
-    (an unusual serialisation) is decoded as JSON instead."""
-    pairs = with_calls.select(
-        "session_id",
-        pl.col("idx").alias("call_idx"),
-        pl.col("tool_calls").str.extract_all(_ID).alias("id"),
-        pl.col("tool_calls").str.extract_all(_NAME).alias("name"),
-        "tool_calls",
-    )
-    regular = pl.col("id").list.len() == pl.col("name").list.len()
-    fast = (
-        pairs.filter(regular)
-        .select("session_id", "call_idx", "id", "name")
-        .explode("id", "name")
-        .filter(pl.col("id").is_not_null())
-        .with_columns(pl.col("id").str.replace(_ID, "$1"), pl.col("name").str.replace(_NAME, "$1"))
-    )
-    odd = pairs.filter(~regular)
-    if odd.is_empty():
-        return fast
-    decoded = (
-        odd.select(
-            "session_id", "call_idx", pl.col("tool_calls").str.json_decode(_CALLS_DTYPE).alias("c")
+def _calls(messages: pl.DataFrame) -> pl.DataFrame:
+    """session_id, call_idx, id, name of every tool call. The store keeps each message's call
+    ids and names as lists (``tool_call_ids``, ``tool_names``, present whatever the capture);
+    a frame without them (a hand-built one) has its ``tool_calls`` JSON decoded instead."""
+    if {"tool_call_ids", "tool_names"} <= set(messages.columns):
+        return (
+            messages.select(
+                pl.col("session_id").cast(pl.String),
+                pl.col("idx").cast(pl.Int64).alias("call_idx"),
+                pl.col("tool_call_ids").alias("id"),
+                pl.col("tool_names").alias("name"),
+            )
+            .filter(pl.col("id").list.len() > 0)
+            .explode("id", "name")
+        )
+    return (
+        messages.filter(pl.col("tool_calls").is_not_null())
+        .select(
+            pl.col("session_id").cast(pl.String),
+            pl.col("idx").cast(pl.Int64).alias("call_idx"),
+            pl.col("tool_calls").cast(pl.String).str.json_decode(_CALLS_DTYPE).alias("c"),
         )
         .explode("c")
         .filter(pl.col("c").is_not_null())
         .select("session_id", "call_idx", pl.col("c").struct.field("id", "name"))
     )
-    return pl.concat([fast, decoded])
 
 
 def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -181,17 +172,15 @@ def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl
     every message, or only for the (session_id, idx) rows of ``wanted`` (calls are still looked
     up among all of ``messages``: a result's call comes before it)."""
     own = pl.col("name") if "name" in messages.columns else pl.lit(None)
-    messages = messages.select(
+    rows = messages.select(
         pl.col("session_id").cast(pl.String),
         pl.col("idx").cast(pl.Int64),
-        pl.col("tool_call_id").cast(pl.String),
-        pl.col("tool_calls").cast(pl.String),
         own.cast(pl.String).alias("own"),
+        pl.col("tool_call_id").cast(pl.String),
     )
-    rows = messages.select("session_id", "idx", "own", "tool_call_id")
     if wanted is not None:
         rows = rows.join(wanted.select("session_id", "idx").unique(), on=["session_id", "idx"])
-    calls = _calls(messages.filter(pl.col("tool_calls").is_not_null()))
+    calls = _calls(messages)
     answered = (
         rows.filter(pl.col("tool_call_id").is_not_null())
         .select("session_id", "idx", pl.col("tool_call_id").alias("id"))

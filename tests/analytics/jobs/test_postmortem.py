@@ -236,3 +236,23 @@ def test_no_emergency_gives_no_postmortem_and_empty_frames() -> None:
         0,
         0,
     )
+
+
+def test_tool_names_come_from_the_stored_id_and_name_lists_without_any_content() -> None:
+    # a metadata-capture session: no tool_calls text, only the lists every capture stores
+    messages = pl.DataFrame(
+        {
+            "session_id": ["m", "m", "m"],
+            "idx": [0, 1, 2],
+            "tool_call_id": [None, "c1", "c2"],
+            "tool_calls": [None, None, None],
+            "tool_call_ids": [["c1", "c2"], [], []],
+            "tool_names": [["bash", "read_file"], [], []],
+            "name": [None, None, None],
+        },
+        schema_overrides={"tool_calls": pl.String, "name": pl.String},
+    )
+
+    names = tool_names(messages).sort("idx")
+
+    assert names.get_column("tool_name").to_list() == ["bash, read_file", "bash", "read_file"]
