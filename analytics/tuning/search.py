@@ -12,9 +12,10 @@ uninterrupted run.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import optuna
+if TYPE_CHECKING:
+    import optuna
 
 from analytics.tuning.metrics import SessionMetrics, totals
 from analytics.tuning.specs import StrategySpec, progressive_spec
@@ -57,6 +58,8 @@ def optuna_search(
     trials: int, evaluate_batch: EvaluateBatch, tune_ids: Collection[str], *, seed: int = 0
 ) -> list[tuple[str, StrategySpec]]:
     """Runs ``trials`` trials; returns (key, spec) of each, in trial order."""
+    import optuna  # only a search needs it: every other command starts without it
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed)
     study = optuna.create_study(directions=["minimize", "maximize"], sampler=sampler)
