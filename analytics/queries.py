@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from analytics.store import EventStore
+from compactor import CompactorConfig
 
 
 def _live(column: str = "session_id") -> str:
@@ -27,18 +28,27 @@ def _scope(sessions: Sequence[str] | None, column: str = "session_id") -> tuple[
     return f"WHERE {column} IN ({marks}) AND {_live(column)}", list(sessions)
 
 
+_DEFAULTS = CompactorConfig()
+_THRESHOLDS = ",\n".join(
+    f"coalesce(TRY_CAST(config->>'{name}' AS {kind}), {getattr(_DEFAULTS, name)}) AS {name}"
+    for name, kind in (
+        ("warn", "DOUBLE"),
+        ("soft", "DOUBLE"),
+        ("full", "DOUBLE"),
+        ("emergency", "DOUBLE"),
+        ("emergency_target", "DOUBLE"),
+        ("reserve_tokens", "BIGINT"),
+    )
+)
+"""Each session's thresholds from its config; the library's defaults where it has none."""
+
+
 def sessions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
     where, params = _scope(sessions)
     return store.query(
         f"""SELECT session_id, started_at, context_window, model, agent, parent_session_id,
               capture, source,
-              coalesce(TRY_CAST(config->>'warn' AS DOUBLE), 0.6) AS warn,
-              coalesce(TRY_CAST(config->>'soft' AS DOUBLE), 0.7) AS soft,
-              coalesce(TRY_CAST(config->>'full' AS DOUBLE), 0.8) AS full,
-              coalesce(TRY_CAST(config->>'emergency' AS DOUBLE), 0.95) AS emergency,
-              coalesce(TRY_CAST(config->>'emergency_target' AS DOUBLE), 0.5)
-                AS emergency_target,
-              coalesce(TRY_CAST(config->>'reserve_tokens' AS BIGINT), 0) AS reserve_tokens,
+              {_THRESHOLDS},
               CAST(config AS VARCHAR) AS config, deleted_at
             FROM sessions {where} ORDER BY session_id""",
         params,

@@ -93,7 +93,7 @@ def read_text(path: Path, limit: int = PREVIEW_BYTES) -> tuple[str, bool]:
 
 def language_for(name: str, text: str = "") -> str | None:
     """A syntax-highlighting language guessed from the extension (``.txt`` results: from the
-    first characters: JSON, a diff, else plain)."""
+    first characters: JSON, a diff, Python, HTML, else plain)."""
     suffix = Path(name).suffix.lower()
     if suffix in LANGUAGES:
         return LANGUAGES[suffix]
@@ -104,6 +104,8 @@ def language_for(name: str, text: str = "") -> str | None:
         return "diff"
     if head.startswith(("def ", "import ", "from ", "class ")):
         return "python"
+    if head.lower().startswith(("<!doctype html", "<html", "<script", "<div", "<p>")):
+        return "html"
     return None
 
 

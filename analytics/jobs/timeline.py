@@ -17,9 +17,10 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.jobs.common import conform, drop_deleted, live_sessions, tier_name
+from compactor import CompactorConfig
 
-DEFAULT_WARN = 0.6
-DEFAULT_FULL = 0.8
+DEFAULT_WARN = CompactorConfig().warn
+DEFAULT_FULL = CompactorConfig().full
 
 _TURNS = {
     "session_id": pl.String(),
