@@ -5,12 +5,13 @@ what the summariser read and wrote), turns over the window, emergencies, the pea
 retention, anchor retention and invariant violations (``validate_history`` on every view, and
 the task missing from a view).
 
-Artifact retention is this module's own simple measure (``analytics.jobs`` has no artifacts job
-yet; swap :func:`artifact_counts` when it has): the artifacts are the file paths and commands in
-the tool calls and the user/assistant text of every message a strategy took out of the context
-(summarised, dropped or replaced), and an artifact is retained when its text is still somewhere
-in the view that replaced it. Anchor retention is the analytics job's item-level survival from
-each summary to the next (``analytics.jobs.retention``), over every kind of anchor.
+Artifact retention uses the artifacts job's definitions (``analytics.jobs.artifacts``: its path
+pattern and its path and command argument keys) over the messages a strategy took out of the
+context (summarised, dropped or replaced): paths and commands in their tool calls, paths in their
+user/assistant text. Tool output is left out here, unlike the job, because a strategy that masks
+tool output must not score by what it masked; an artifact is retained when its text is still
+somewhere in the view that replaced it. Anchor retention is the analytics job's item-level
+survival from each summary to the next (``analytics.jobs.retention``), over every anchor kind.
 """
 
 from __future__ import annotations
@@ -23,18 +24,13 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from analytics.importers import ImportedSession
+from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
 from analytics.jobs.retention import anchor_survival, retention_detail
 from analytics.tuning.strategies import StrategyResult, view_bytes
 from compactor import Anchor, Message, estimate_tokens, find_task_index, validate_history
 
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file")
-_COMMAND_KEYS = ("command", "cmd", "script")
-_PATH_RE = re.compile(
-    r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z]{1,8}\b"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|js|ts|tsx|go|rs|java|c|h|cpp|md|json|toml|ya?ml|txt|sh|rb|cfg|ini)\b"
-)
+_PATH_RE = re.compile(PATH_PATTERN)
 _WS_RE = re.compile(r"\s+")
-_COMMAND_CHARS = 40
 _TASK_PROBE_CHARS = 100
 
 
@@ -70,7 +66,7 @@ def _normalise(text: str) -> str:
 
 
 def message_artifacts(msg: Message) -> set[str]:
-    """File paths and commands (first line, first 40 characters) a message names."""
+    """File paths and commands (whitespace folded) a message names."""
     found: set[str] = set()
     for tc in msg.tool_calls:
         try:
@@ -78,14 +74,13 @@ def message_artifacts(msg: Message) -> set[str]:
         except ValueError:
             args = None
         if isinstance(args, dict):
-            for key in _PATH_KEYS:
+            for key in PATH_KEYS:
                 if isinstance(args.get(key), str) and args[key].strip():
                     found.add(_normalise(args[key]))
-            for key in _COMMAND_KEYS:
+            for key in COMMAND_KEYS:
                 value = args.get(key)
                 if isinstance(value, str) and value.strip():
-                    line = value.strip().splitlines()[0]
-                    found.add(_normalise(line)[:_COMMAND_CHARS].strip())
+                    found.add(_normalise(value))
         found.update(_PATH_RE.findall(tc.arguments[:4000]))
     if msg.role in ("user", "assistant") and not msg.is_tool_result:
         found.update(_PATH_RE.findall(msg.content[:20000]))
