@@ -104,12 +104,14 @@ def compaction_recorded(
     """The event payload for one compaction. ``index_of[p]`` is the history index of input p;
     ``key`` the session's ``hash_key``."""
     statuses = outcome.status_of_inputs()
+    digests = [sha256_of(m, key) for m in outcome.inputs]
+    sizes = [message_bytes(m) for m in outcome.inputs]
     before = [
         ViewItem(
             index=index_of[p],
-            sha256=sha256_of(m, key),
+            sha256=digests[p],
             role=m.role,
-            bytes=message_bytes(m),
+            bytes=sizes[p],
             status="system" if m.role == "system" and p == 0 else statuses[p],
         )
         for p, m in enumerate(outcome.inputs)
@@ -117,7 +119,9 @@ def compaction_recorded(
     after: list[ViewItem] = []
     synthetic: list[SyntheticMessage] = []
     for m, src in zip(outcome.view, outcome.sources, strict=True):
-        digest = sha256_of(m, key)
+        same = src is not None and m is outcome.inputs[src]  # kept as is: hashed above already
+        digest = digests[src] if same and src is not None else sha256_of(m, key)
+        size = sizes[src] if same and src is not None else message_bytes(m)
         if src is None:
             status: ViewStatus = "synthetic"
         elif m.role == "system" and src == 0:
@@ -125,15 +129,13 @@ def compaction_recorded(
         else:
             status = statuses[src]
         index = index_of[src] if src is not None else None
-        after.append(
-            ViewItem(index=index, sha256=digest, role=m.role, bytes=message_bytes(m), status=status)
-        )
+        after.append(ViewItem(index=index, sha256=digest, role=m.role, bytes=size, status=status))
         if status in ("synthetic", "offloaded", "changed"):
             synthetic.append(
                 SyntheticMessage(
                     sha256=digest,
                     role=m.role,
-                    bytes=message_bytes(m),
+                    bytes=size,
                     source_index=index,
                     tool_call_id=m.tool_call_id,
                     content=m.content if capture == "full" else None,
