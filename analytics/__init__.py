@@ -44,6 +44,7 @@ from analytics.errors import (
     UnknownFormatError,
 )
 from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.jobs.anchor_matching import ANCHOR_ORDER
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
@@ -77,6 +78,7 @@ from analytics.tuning import (
 )
 
 __all__ = [
+    "ANCHOR_ORDER",
     "COUNTERFACTUAL_JOB",
     "STRATEGY_KINDS",
     "THRESHOLDS",

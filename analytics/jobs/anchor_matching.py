@@ -21,9 +21,11 @@ import numpy as np
 import polars as pl
 from rapidfuzz import fuzz, process
 
+from compactor import AnchorType
+
 KEPT_SIMILARITY = 90.0
 CHANGED_SIMILARITY = 60.0
-ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
+ANCHOR_ORDER = tuple(t.value for t in AnchorType)
 _GOLDEN = 0x9E3779B97F4A7C15
 _STATUSES = ("added", "changed", "kept", "dropped")
 _ADDED, _CHANGED, _KEPT, _DROPPED = range(4)

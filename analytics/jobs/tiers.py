@@ -17,8 +17,9 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.jobs.common import conform, drop_deleted, is_effective, tier_name
+from compactor import CompactionTier
 
-EMERGENCY_TIER = 4
+EMERGENCY_TIER = int(CompactionTier.EMERGENCY)
 
 _COMPACTIONS = {
     "id": pl.String(),

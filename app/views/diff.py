@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from analytics import ANCHOR_ORDER
 from app.context import frame, session_ids
 from app.widgets import EMPTY_STORE, link, not_found, paginate, pick
 
@@ -27,7 +28,6 @@ STATUS_COLOURS = {
     "dropped": "red",
     "synthetic": "primary",
 }
-ANCHOR_ORDER = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
 PREVIEW_CHARS = 1_200
 
 
