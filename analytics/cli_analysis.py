@@ -18,6 +18,7 @@ import typer
 
 from analytics.cli_common import Command, HomeOption, WindowOption, handled, resolve_home
 from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
+from analytics.inputs import skipped_issues
 from analytics.materialize import JOBS, Job, refresh
 from analytics.report import write_report
 from analytics.stats import fleet_stats
@@ -28,6 +29,7 @@ from analytics.terminal import (
     err_console,
     postmortem_table,
     print_issues,
+    print_skipped,
     retention_table,
     stats_table,
     trial_progress,
@@ -158,13 +160,16 @@ def tune(
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-    print_issues(found.issues)
+    skipped = skipped_issues(paths, found.issues)  # README, manifest.json in a folder
+    rejected = [i for i in found.issues if i not in skipped]
+    print_skipped(skipped)
+    print_issues(rejected)
     payload = tune_json(found)
     if as_json:
         _emit(payload)
     else:
         tune_table(payload)
-    if found.issues:
+    if rejected:
         raise typer.Exit(1)
 
 

@@ -76,3 +76,23 @@ def test_tune_refuses_an_unknown_strategy_as_usage(tmp_path: Path) -> None:
     )
     assert done.exit_code == 2
     assert "magic" in done.output
+
+
+def test_tune_skips_files_in_a_folder_that_are_not_transcripts(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    one = sorted(MINI.rglob("*.traj.json"))[0]
+    (folder / one.name).write_bytes(one.read_bytes())
+    (folder / "README.md").write_text("# notes about these runs\n", encoding="utf-8")
+
+    done = CliRunner().invoke(
+        app,
+        [
+            *("tune", str(folder), "--window", "32000", "--workers", "0", "--json"),
+            *("--strategies", "masking", "--home", str(tmp_path / "home")),
+        ],
+    )
+
+    assert done.exit_code == 0, done.output
+    assert "skipped:" in done.stderr and "README.md" in done.stderr
+    assert json.loads(done.stdout)["strategies"]
