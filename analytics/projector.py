@@ -9,12 +9,14 @@ database while it runs; agents only ever append to the spool.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,13 @@ from analytics.store_files import (
 from compactor.events import Event, parse_event
 
 CHUNK_BYTES = 64 * 1024 * 1024
+FIRST_CHUNK_BYTES = 4 * 1024 * 1024
+"""Chunks start at this size and double up to ``chunk_bytes``, so the commits start while the
+second chunk is parsed instead of after a whole large one."""
+GIL_SWITCH_S = 0.0001
+"""Python's GIL switch interval while the parse thread runs beside the commits. DuckDB's Python
+client takes the GIL between the tasks of a query (to check for Ctrl-C); at the default 5 ms
+each take waited for the parse thread, and the commits spent a third of their time so."""
 MAX_RAW = 64 * 1024
 
 
@@ -70,6 +79,17 @@ class _Parsed:
 
 Progress = Callable[[int, int], None]
 """Called with (bytes read so far, bytes to read) during an ingest."""
+
+
+@contextlib.contextmanager
+def _switch_interval(seconds: float) -> Iterator[None]:
+    """Python's thread switch interval set to ``seconds`` (process-wide) for the block."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def _reason(exc: Exception) -> str:
@@ -154,30 +174,33 @@ class Projector:
         total.files = len(jobs)
         with (
             self.store.one_thread(),
+            _switch_interval(GIL_SWITCH_S),
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool,
         ):
-            pending = pool.submit(self._parse_next, jobs, 0, *jobs[0][1:]) if jobs else None
+            size = min(FIRST_CHUNK_BYTES, self.chunk_bytes)
+            pending = pool.submit(self._parse_next, jobs, 0, *jobs[0][1:], size) if jobs else None
             while pending is not None:
                 at, parsed = pending.result()
                 if parsed is None:
                     break
                 # the next chunk, of this file or the next one, is parsed during this commit
-                pending = pool.submit(self._parse_next, jobs, at, parsed.end, parsed.end_line)
+                size = min(size * 2, self.chunk_bytes)
+                pending = pool.submit(self._parse_next, jobs, at, parsed.end, parsed.end_line, size)
                 total.add(self._commit(parsed))
                 if progress:
                     progress(total.bytes_read, todo)
-            if checkpoint and total.lines:
-                self.store.checkpoint()
+        if checkpoint and total.lines:
+            self.store.checkpoint()
         total.seconds = time.perf_counter() - started
         return total
 
     def _parse_next(
-        self, jobs: list[tuple[Path, int, int]], at: int, offset: int, lines: int
+        self, jobs: list[tuple[Path, int, int]], at: int, offset: int, lines: int, size: int
     ) -> tuple[int, _Parsed | None]:
         """The next chunk from ``offset`` of ``jobs[at]``'s file, or else from the start of the
         following files (their committed offsets); (index of its file, chunk or None)."""
         while at < len(jobs):
-            parsed = self._parse_chunk(jobs[at][0], offset, lines)
+            parsed = self._parse_chunk(jobs[at][0], offset, lines, size)
             if parsed is not None:
                 return at, parsed
             at += 1
@@ -185,13 +208,14 @@ class Projector:
                 offset, lines = jobs[at][1], jobs[at][2]
         return at, None
 
-    def _parse_chunk(self, path: Path, offset: int, lines: int) -> _Parsed | None:
-        """Read and validate the complete lines after ``offset`` (None: nothing complete)."""
+    def _parse_chunk(self, path: Path, offset: int, lines: int, size: int) -> _Parsed | None:
+        """Read and validate the complete lines in the ``size`` bytes after ``offset`` (more
+        if one line is longer; None: nothing complete)."""
         with path.open("rb") as fh:
             fh.seek(offset)
-            data = fh.read(self.chunk_bytes)
+            data = fh.read(size)
             while data and b"\n" not in data:
-                more = fh.read(self.chunk_bytes)
+                more = fh.read(size)
                 if not more:
                     return None  # only a torn last line: wait for the rest
                 data += more

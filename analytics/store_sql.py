@@ -1,9 +1,9 @@
 """The store's SQL: table definitions and the projections, as text (no database access here).
 
-Every projection statement reads the events of one commit from ``batch`` (the commit's Arrow
-table, registered) and is a pure function of them, so projecting batch by batch and projecting
-all events at once (a rebuild) give the same tables. ``batch`` only ever holds events new to the
-store (the events table's primary key decides), so projections keyed by event need no
+Every projection statement reads the events of one commit from ``batch`` (a temporary table
+the store fills per commit) and is a pure function of them, so projecting batch by batch and
+projecting all events at once (a rebuild) give the same tables. ``batch`` only ever holds events
+new to the store (the events table's primary key decides), so projections keyed by event need no
 constraints of their own; ``message_blobs`` (by hash) and ``messages`` (by session and index)
 skip rows already stored with an anti-join and take one row per key within the batch, with no
 primary key to maintain (stores created with those keys keep them; nothing conflicts).
@@ -144,6 +144,17 @@ _USAGE = json.dumps(
     }
 )
 
+STAGE_OPTIMISTIC = "CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM incoming"
+"""The commit's events as the temporary table ``batch``, when none is stored yet (the caller
+knows the ids are distinct; the events table's primary key raises if one is stored). A native
+table because every projection scans it again: a registered Arrow table would be converted
+again by each scan."""
+
+STAGE_CAREFUL = """CREATE OR REPLACE TEMP TABLE batch AS
+    SELECT * FROM (SELECT * FROM incoming ANTI JOIN events USING (event_id))
+    QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1"""
+"""The commit's events not stored yet; of an id repeated within the commit, its first line."""
+
 PRIVATE = "session_id IN (SELECT session_id FROM batch_private)"
 """True for the events of sessions captured as ``metadata``."""
 
@@ -274,6 +285,8 @@ __all__ = [
     "PROJECTIONS",
     "PROJECTION_DDL",
     "PROJECT_SQL",
+    "STAGE_CAREFUL",
+    "STAGE_OPTIMISTIC",
     "TABLES",
     "private_sha",
 ]

@@ -54,6 +54,7 @@ from compactor.events import (
     UsageReported,
     current_producer,
     message_appended,
+    new_event_id,
     parse_event,
 )
 from compactor.tokens import message_bytes
@@ -120,12 +121,15 @@ class Envelopes:
         self.producer = current_producer().model_dump_json()
 
     def new_id(self) -> str:
+        """A random record id (records carry version 4 ids)."""
         h = f"{self.rng.getrandbits(128):032x}"
         return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
 
     def line(self, type_: str, session_id: str, seq: int, at: dt.datetime, payload: str) -> str:
+        """The envelope the library writes, with its event id (time-ordered, like a live agent's
+        ``EventFactory``)."""
         return (
-            f'{{"event_id":"{self.new_id()}","type":"{type_}",'
+            f'{{"event_id":"{new_event_id(at)}","type":"{type_}",'
             f'"schema_version":{SCHEMA_VERSIONS[type_]},'
             f'"session_id":"{session_id}","seq":{seq},"occurred_at":"{at.isoformat()}",'
             f'"producer":{self.producer},"payload":{payload}}}'

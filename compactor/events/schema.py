@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -289,12 +290,13 @@ class EventFactory:
         self.seq = start_seq
 
     def make(self, payload: BaseModel) -> Event:
+        now = datetime.now(UTC)
         event = Event(
-            event_id=new_event_id(),
+            event_id=new_event_id(now),
             type=payload.type,  # type: ignore[attr-defined]
             session_id=self.session_id,
             seq=self.seq,
-            occurred_at=datetime.now(UTC),
+            occurred_at=now,
             producer=current_producer(),
             payload=payload,
             schema_version=SCHEMA_VERSIONS[payload.type],  # type: ignore[attr-defined]
@@ -303,9 +305,24 @@ class EventFactory:
         return event
 
 
-def new_event_id() -> str:
-    """A random (version 4) UUID, from the operating system's randomness."""
-    return str(uuid.uuid4())
+def new_event_id(at: datetime | None = None) -> str:
+    """A time-ordered (version 7, RFC 9562) UUID: 48 bits of Unix milliseconds (of ``at``, else
+    now), then 74 bits from the operating system's randomness. Ids emitted later sort later, so
+    the store's primary-key index grows at one end instead of everywhere (a bulk ingest of
+    random ids spends about a third longer maintaining it)."""
+    ms = (time.time_ns() // 1_000_000 if at is None else int(at.timestamp() * 1000)) & _MS_MASK
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        ms << 80
+        | 0x7 << 76  # version
+        | (rand >> 62 & 0xFFF) << 64
+        | 0b10 << 62  # variant
+        | rand & ((1 << 62) - 1)
+    )
+    return str(uuid.UUID(int=value))
+
+
+_MS_MASK = (1 << 48) - 1
 
 
 # ---------------------------------------------------------------- upcasters

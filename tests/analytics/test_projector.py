@@ -118,6 +118,33 @@ def test_replaying_a_copied_spool_file_adds_no_events_or_projection_rows(tmp_pat
         assert_same_table(name, frame, after[name])
 
 
+def test_ids_stored_or_repeated_within_one_batch_are_skipped_and_the_first_line_wins(
+    tmp_path: Path,
+) -> None:
+    factory = EventFactory("dup")
+    a, b, c = (
+        factory.make(UsageReported(turn=t, estimated_input_tokens=t, input_tokens=t))
+        for t in (1, 2, 3)
+    )
+    spool = tmp_path / "spool"
+    write_lines(spool / "a.jsonl", [a.to_json_line(), b.to_json_line()])
+    ingest(tmp_path)
+    # one batch: a stored id (b), an id repeated within it (c twice) and a stored one again (a)
+    write_lines(
+        spool / "b.jsonl",
+        [b.to_json_line(), c.to_json_line(), a.to_json_line(), c.to_json_line()],
+    )
+    before = sys.getswitchinterval()
+    with EventStore.for_home(tmp_path) as store:
+        result = Projector(store, spool).ingest()
+        rows = store.query("SELECT seq, source, line FROM events ORDER BY seq").rows()
+        usage = store.query("SELECT turn FROM usage ORDER BY turn")["turn"].to_list()
+    assert (result.new_events, result.duplicates) == (1, 3)
+    assert rows == [(0, "a.jsonl", 1), (1, "a.jsonl", 2), (2, "b.jsonl", 2)]
+    assert usage == [1, 2, 3]
+    assert sys.getswitchinterval() == before  # the ingest's GIL setting does not outlive it
+
+
 # ---------------------------------------------------------------- torn lines
 
 

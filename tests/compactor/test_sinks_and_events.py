@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from compactor.events import (
     SessionDeleted,
     SessionStarted,
     UsageReported,
+    new_event_id,
     parse_event,
 )
 
@@ -322,6 +324,18 @@ def test_event_factory_numbers_events_from_zero_with_fresh_ids() -> None:
     assert len({e.event_id for e in events}) == len(events)
     assert all(e.type == e.payload.type for e in events)
     assert all(e.occurred_at.tzinfo is not None for e in events)
+
+
+def test_event_ids_are_version_7_uuids_ordered_by_their_time() -> None:
+    at = datetime(2026, 3, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+    first, later = new_event_id(at), new_event_id(at + timedelta(milliseconds=1))
+    parsed = uuid.UUID(first)
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    assert parsed.int >> 80 == int(at.timestamp() * 1000)  # 48 bits of Unix milliseconds
+    assert first < later  # text order is time order
+    assert len({new_event_id(at) for _ in range(1000)}) == 1000  # 74 random bits per id
+    made = sample_events(n_messages=1)[0]
+    assert uuid.UUID(made.event_id).int >> 80 == int(made.occurred_at.timestamp() * 1000)
 
 
 def test_parse_event_round_trips_a_json_line() -> None:
