@@ -162,28 +162,32 @@ def _best_matches(items: pl.DataFrame, norms: pl.Series) -> tuple[pl.DataFrame, 
     """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
     whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
     rest compared in bulk within (pair of compactions, anchor type)."""
-    prev = items.filter(~pl.col("last"))
-    curr = items.filter(~pl.col("first"))
-    exact = prev.select(a_rid="rid", key="next_key").join(
-        curr.select(b_rid="rid", key="key"), on="key"
-    )
+    # only the columns each side needs are filtered (the frame has a dozen)
+    prev = items.select(a_rid="rid", key="next_key", group="next_group").filter(~items["last"])
+    curr = items.select(b_rid="rid", key="key", group="group").filter(~items["first"])
+    exact = prev.select("a_rid", "key").join(curr.select("b_rid", "key"), on="key")
     done_a = np.zeros(items.height, dtype=bool)
     done_a[exact["a_rid"].to_numpy()] = True
     done_b = np.zeros(items.height, dtype=bool)
     done_b[exact["b_rid"].to_numpy()] = True
     pairs = (
-        prev.filter(~done_a[prev["rid"].to_numpy()])
-        .select(a_rid="rid", group="next_group")
+        prev.select("a_rid", "group")
+        .filter(~done_a[prev["a_rid"].to_numpy()])
         .join(
-            curr.filter(~done_b[curr["rid"].to_numpy()]).select(b_rid="rid", group="group"),
-            on="group",
+            curr.select("b_rid", "group").filter(~done_b[curr["b_rid"].to_numpy()]), on="group"
         )
     )
+    # each distinct pair of texts is scored once (items recur from compaction to compaction)
+    h = items["h"]
+    pairs = pairs.with_columns(a_h=h.gather(pairs["a_rid"]), b_h=h.gather(pairs["b_rid"]))
+    distinct = pairs.select("a_rid", "b_rid", "a_h", "b_h").unique(["a_h", "b_h"])
     row = items["row"]
-    a_text = norms.gather(row.gather(pairs["a_rid"])).to_numpy()
-    b_text = norms.gather(row.gather(pairs["b_rid"])).to_numpy()
+    a_text = norms.gather(row.gather(distinct["a_rid"])).to_numpy()
+    b_text = norms.gather(row.gather(distinct["b_rid"])).to_numpy()
+    scored = distinct.select("a_h", "b_h", _scores(a_text, b_text))
     fuzzy = (
-        pairs.select("b_rid", "a_rid", _scores(a_text, b_text))
+        pairs.join(scored, on=["a_h", "b_h"])
+        .select("b_rid", "a_rid", "similarity")
         .filter(pl.col("similarity") >= CHANGED_SIMILARITY)
         .sort(["b_rid", "similarity", "a_rid"], descending=[False, True, False])
     )
