@@ -167,7 +167,8 @@ def _views(compactions: pl.DataFrame) -> pl.DataFrame:
 
 
 def _messages(compactions: pl.DataFrame) -> pl.DataFrame:
-    """Messages of the sessions with an emergency (what post-mortems and offloads read)."""
+    """Messages of the sessions with an emergency (what post-mortems and offloads read), shaped
+    like ``queries.messages_frame``: call ids and names as lists beside the calls' JSON."""
     hot = compactions.filter(pl.col("tier") == 4).select("session_id").unique().head(2_000)
     idx = pl.DataFrame({"idx": np.arange(400, dtype=np.int64)})
     msgs = hot.join(idx, how="cross")
@@ -178,6 +179,8 @@ def _messages(compactions: pl.DataFrame) -> pl.DataFrame:
         tool_calls=pl.format(
             '[{{"id":"t{}","name":"bash","arguments":"{{}}"}}]', pl.col("idx") // 2
         ),
+        tool_call_ids=pl.concat_list(pl.format("t{}", pl.col("idx") // 2)),
+        tool_names=pl.concat_list(pl.lit("bash")),
         name=pl.lit(None, dtype=pl.String),
         content=pl.format(
             "output {} of .compactlens/tool_results/x/t{}.txt", pl.col("idx"), pl.col("idx")

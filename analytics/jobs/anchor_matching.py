@@ -173,9 +173,7 @@ def _best_matches(items: pl.DataFrame, norms: pl.Series) -> tuple[pl.DataFrame, 
     pairs = (
         prev.select("a_rid", "group")
         .filter(~done_a[prev["a_rid"].to_numpy()])
-        .join(
-            curr.select("b_rid", "group").filter(~done_b[curr["b_rid"].to_numpy()]), on="group"
-        )
+        .join(curr.select("b_rid", "group").filter(~done_b[curr["b_rid"].to_numpy()]), on="group")
     )
     # each distinct pair of texts is scored once (items recur from compaction to compaction)
     h = items["h"]
@@ -259,20 +257,24 @@ def match_anchor_items(anchor_items: pl.DataFrame) -> pl.DataFrame:
     items = _items(base, comps)
     best, matched = _best_matches(items, base["item_norm"])
     rows = _status_rows(items, best, matched)
+    # strings gathered frame by frame: Polars gathers the columns of one select in parallel
     at, ci = rows["row"], rows["ci"]
-    return pl.DataFrame(
-        {
-            "session_id": comps["session_id"].gather(ci),
-            "compaction_id": comps["compaction_id"].gather(ci),
-            "compaction_seq": comps["seq"].gather(ci),
-            "anchor_type": base["anchor_type"].gather(at),
-            "item": base["item"].gather(at),
-            "status": pl.Series(_STATUSES).gather(rows["status"]),
-            "similarity": rows["similarity"],
-            "item_norm": base["item_norm"].gather(at),
-            "introduced_at": comps["compaction_id"].gather(rows["root_ci"]),
-            "reaches_last": rows["reaches_last"],
-            "last_compaction": comps["last"].gather(ci),
-        },
-        schema=_DETAIL_SCHEMA,
+    of_comp = comps.select(
+        pl.col("session_id", "compaction_id").gather(ci),
+        pl.col("seq").gather(ci).alias("compaction_seq"),
+        pl.col("last").gather(ci).alias("last_compaction"),
+        pl.col("compaction_id").gather(rows["root_ci"]).alias("introduced_at"),
     )
+    of_item = base.select(pl.col("anchor_type", "item", "item_norm").gather(at))
+    return pl.concat(
+        [
+            of_comp,
+            of_item,
+            rows.select(
+                pl.Series(_STATUSES).gather(rows["status"]).alias("status"),
+                "similarity",
+                "reaches_last",
+            ),
+        ],
+        how="horizontal",
+    ).select(pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items())
