@@ -140,7 +140,8 @@ def _anchor_items(compactions: pl.DataFrame, rng: np.random.Generator) -> pl.Dat
                 anchor_type=pl.lit(kind), position=pl.lit(0, dtype=pl.Int64), item=pl.Series(text)
             )
         )
-    return pl.concat(frames)
+    # in the order queries.anchor_items_frame reads them from the store
+    return pl.concat(frames).sort("session_id", "seq", "anchor_type", "position")
 
 
 def _views(compactions: pl.DataFrame) -> pl.DataFrame:
