@@ -119,16 +119,17 @@ def _mixed(group: pl.Expr, text_hash: pl.Expr) -> pl.Expr:
     return text_hash ^ (group.cast(pl.UInt64) * pl.lit(_GOLDEN, dtype=pl.UInt64))
 
 
-def _items(base: pl.DataFrame, comps: pl.DataFrame) -> pl.DataFrame:
+def _items(base: pl.DataFrame, comps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Integer columns only: one row per distinct normalised text per anchor of a compaction (the
     first in input order), ``rid`` = row number. ``group`` numbers (compaction, anchor type) so
-    that ``group + n_types`` is the same type at the next compaction; ``key``/``next_key`` mix
-    it with the text's hash: matching k to k+1 is a join of ``next_key`` on ``key``."""
+    that ``group + n_types`` is the same type at the next compaction (``n_types`` is returned
+    too); ``key`` mixes it with the text's hash, so matching k to k+1 is a join of the key of
+    ``group + n_types`` on ``key``."""
     order = {t: i for i, t in enumerate(ANCHOR_ORDER)}
     extra = sorted(set(base["anchor_type"].unique().drop_nulls().to_list()) - set(order))
     order.update({t: len(order) + i for i, t in enumerate(extra)})
     n_types = len(order) + 1  # + null
-    return (
+    items = (
         base.lazy()
         .select(
             "row",
@@ -145,25 +146,32 @@ def _items(base: pl.DataFrame, comps: pl.DataFrame) -> pl.DataFrame:
             maintain_order="left",
         )
         .with_columns(group=pl.col("ci") * n_types + pl.col("torder"))
-        .with_columns(
-            next_group=pl.col("group") + n_types,
-            key=_mixed(pl.col("group"), pl.col("h")),
-            next_key=_mixed(pl.col("group") + n_types, pl.col("h")),
-        )
+        .with_columns(key=_mixed(pl.col("group"), pl.col("h")))
         .filter(pl.col("key").is_first_distinct())
         .drop("cid_h")
         .with_row_index("rid")
         .with_columns(pl.col("rid").cast(pl.Int64))
         .collect()
     )
+    return items, n_types
 
 
-def _best_matches(items: pl.DataFrame, norms: pl.Series) -> tuple[pl.DataFrame, np.ndarray]:
+def _best_matches(
+    items: pl.DataFrame, n_types: int, norms: pl.Series
+) -> tuple[pl.DataFrame, np.ndarray]:
     """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
     whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
     rest compared in bulk within (pair of compactions, anchor type)."""
     # only the columns each side needs are filtered (the frame has a dozen)
-    prev = items.select(a_rid="rid", key="next_key", group="next_group").filter(~items["last"])
+    prev = (
+        items.filter(~items["last"])
+        .select("rid", "group", "h")
+        .select(
+            a_rid="rid",
+            key=_mixed(pl.col("group") + n_types, pl.col("h")),
+            group=pl.col("group") + n_types,
+        )
+    )
     curr = items.select(b_rid="rid", key="key", group="group").filter(~items["first"])
     exact = prev.select("a_rid", "key").join(curr.select("b_rid", "key"), on="key")
     done_a = np.zeros(items.height, dtype=bool)
@@ -254,8 +262,8 @@ def match_anchor_items(anchor_items: pl.DataFrame) -> pl.DataFrame:
     if base.height == 0:
         return pl.DataFrame(schema=_DETAIL_SCHEMA)
     comps = _compactions(base)
-    items = _items(base, comps)
-    best, matched = _best_matches(items, base["item_norm"])
+    items, n_types = _items(base, comps)
+    best, matched = _best_matches(items, n_types, base["item_norm"])
     rows = _status_rows(items, best, matched)
     # strings gathered frame by frame: Polars gathers the columns of one select in parallel
     at, ci = rows["row"], rows["ci"]
