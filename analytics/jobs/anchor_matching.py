@@ -213,11 +213,12 @@ def _chains(items: pl.DataFrame, best: pl.DataFrame) -> tuple[np.ndarray, np.nda
     n_rows = items.height
     root = np.arange(n_rows, dtype=np.int64)
     root[best["b_rid"].to_numpy()] = best["a_rid"].to_numpy()
+    jumped = np.empty_like(root)  # reused: a fresh 8-byte-per-row array each round page-faults
     while True:
-        jumped = root[root]
+        np.take(root, root, out=jumped)
         if np.array_equal(jumped, root):
             break
-        root = jumped
+        root, jumped = jumped, root
     reached = np.zeros(n_rows, dtype=bool)
     reached[root[items.filter("last")["rid"].to_numpy()]] = True
     return root, reached[root]
