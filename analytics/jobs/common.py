@@ -34,10 +34,10 @@ def drop_deleted(frame: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     sessions absent from ``sessions`` are kept: the store may be mid-projection."""
     if "deleted_at" not in sessions.columns:
         return frame
-    deleted = sessions.filter(pl.col("deleted_at").is_not_null()).select(
-        pl.col("session_id").cast(pl.String)
-    )
-    return frame.join(deleted, on="session_id", how="anti")
+    deleted = sessions.filter(pl.col("deleted_at").is_not_null())["session_id"].cast(pl.String)
+    if deleted.is_empty():  # the usual case: no pass over the frame at all
+        return frame
+    return frame.filter(~pl.col("session_id").is_in(deleted.implode()).fill_null(False))
 
 
 def live_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
