@@ -81,15 +81,28 @@ Progress = Callable[[int, int], None]
 """Called with (bytes read so far, bytes to read) during an ingest."""
 
 
+_SWITCH_LOCK = threading.Lock()
+_switch_users: list[float] = []
+"""The interval to restore, held while any ingest of this process runs (ingests may overlap:
+the last one out restores it)."""
+
+
 @contextlib.contextmanager
 def _switch_interval(seconds: float) -> Iterator[None]:
     """Python's thread switch interval set to ``seconds`` (process-wide) for the block."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(seconds)
+    with _SWITCH_LOCK:
+        if not _switch_users:
+            _switch_users.append(sys.getswitchinterval())
+            sys.setswitchinterval(seconds)
+        else:
+            _switch_users.append(_switch_users[0])
     try:
         yield
     finally:
-        sys.setswitchinterval(before)
+        with _SWITCH_LOCK:
+            before = _switch_users.pop()
+            if not _switch_users:
+                sys.setswitchinterval(before)
 
 
 def _reason(exc: Exception) -> str:

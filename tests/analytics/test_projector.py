@@ -23,7 +23,7 @@ from subprocess import Popen
 import polars as pl
 import pytest
 
-from analytics.projector import Projector, rebuild
+from analytics.projector import GIL_SWITCH_S, Projector, _switch_interval, rebuild
 from analytics.store import DB_NAME, EventStore
 from compactor import CompactionTier, SpoolSink
 from compactor.events import SCHEMA_VERSIONS, EventFactory, MessageAppended, UsageReported
@@ -535,3 +535,16 @@ def test_line_that_breaks_conversion_is_quarantined_not_fatal(tmp_path: Path, ki
         row = store.query("SELECT line, reason FROM quarantine").row(0)
         assert row[0] == 2
         assert row[1]
+
+
+def test_overlapping_ingests_restore_the_switch_interval_when_the_last_one_ends(
+    tmp_path: Path,
+) -> None:
+    before = sys.getswitchinterval()
+    first, second = _switch_interval(GIL_SWITCH_S), _switch_interval(GIL_SWITCH_S)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first one out must not restore it yet
+    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before
