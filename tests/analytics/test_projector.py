@@ -537,9 +537,7 @@ def test_line_that_breaks_conversion_is_quarantined_not_fatal(tmp_path: Path, ki
         assert row[1]
 
 
-def test_overlapping_ingests_restore_the_switch_interval_when_the_last_one_ends(
-    tmp_path: Path,
-) -> None:
+def test_overlapping_ingests_restore_the_switch_interval_when_the_last_one_ends() -> None:
     before = sys.getswitchinterval()
     first, second = _switch_interval(GIL_SWITCH_S), _switch_interval(GIL_SWITCH_S)
     first.__enter__()
