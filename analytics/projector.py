@@ -81,28 +81,32 @@ Progress = Callable[[int, int], None]
 """Called with (bytes read so far, bytes to read) during an ingest."""
 
 
-_SWITCH_LOCK = threading.Lock()
-_switch_users: list[float] = []
-"""The interval to restore, held while any ingest of this process runs (ingests may overlap:
-the last one out restores it)."""
+class _SwitchInterval:
+    """Python's thread switch interval (process-wide), lowered while any ingest of this process
+    runs: ingests may overlap, and the last one to end restores the interval they found."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._before = 0.0
+
+    @contextlib.contextmanager
+    def lowered(self, seconds: float) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._before = sys.getswitchinterval()
+                sys.setswitchinterval(seconds)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    sys.setswitchinterval(self._before)
 
 
-@contextlib.contextmanager
-def _switch_interval(seconds: float) -> Iterator[None]:
-    """Python's thread switch interval set to ``seconds`` (process-wide) for the block."""
-    with _SWITCH_LOCK:
-        if not _switch_users:
-            _switch_users.append(sys.getswitchinterval())
-            sys.setswitchinterval(seconds)
-        else:
-            _switch_users.append(_switch_users[0])
-    try:
-        yield
-    finally:
-        with _SWITCH_LOCK:
-            before = _switch_users.pop()
-            if not _switch_users:
-                sys.setswitchinterval(before)
+_SWITCH_INTERVAL = _SwitchInterval()
 
 
 def _reason(exc: Exception) -> str:
@@ -187,7 +191,7 @@ class Projector:
         total.files = len(jobs)
         with (
             self.store.one_thread(),
-            _switch_interval(GIL_SWITCH_S),
+            _SWITCH_INTERVAL.lowered(GIL_SWITCH_S),
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool,
         ):
             size = min(FIRST_CHUNK_BYTES, self.chunk_bytes)

@@ -23,7 +23,7 @@ from subprocess import Popen
 import polars as pl
 import pytest
 
-from analytics.projector import GIL_SWITCH_S, Projector, _switch_interval, rebuild
+from analytics.projector import _SWITCH_INTERVAL, GIL_SWITCH_S, Projector, rebuild
 from analytics.store import DB_NAME, EventStore
 from compactor import CompactionTier, SpoolSink
 from compactor.events import SCHEMA_VERSIONS, EventFactory, MessageAppended, UsageReported
@@ -539,7 +539,7 @@ def test_line_that_breaks_conversion_is_quarantined_not_fatal(tmp_path: Path, ki
 
 def test_overlapping_ingests_restore_the_switch_interval_when_the_last_one_ends() -> None:
     before = sys.getswitchinterval()
-    first, second = _switch_interval(GIL_SWITCH_S), _switch_interval(GIL_SWITCH_S)
+    first, second = (_SWITCH_INTERVAL.lowered(GIL_SWITCH_S) for _ in range(2))
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)  # the first one out must not restore it yet
