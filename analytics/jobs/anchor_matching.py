@@ -162,15 +162,16 @@ def _best_matches(
     """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
     whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
     rest compared in bulk within (pair of compactions, anchor type)."""
-    # only the columns each side needs are filtered (the frame has a dozen)
+    # lazily, so that only the columns each side reads are filtered (the frame has a dozen)
     prev = (
-        items.filter(~items["last"])
-        .select("rid", "group", "h")
+        items.lazy()
+        .filter(~pl.col("last"))
         .select(
             a_rid="rid",
             key=_mixed(pl.col("group") + n_types, pl.col("h")),
             group=pl.col("group") + n_types,
         )
+        .collect()
     )
     curr = items.select(b_rid="rid", key="key", group="group").filter(~items["first"])
     exact = prev.select("a_rid", "key").join(curr.select("b_rid", "key"), on="key")

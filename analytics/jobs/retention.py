@@ -20,6 +20,7 @@ from analytics.jobs.anchor_matching import (
     match_anchor_items,
     similarities,
 )
+from analytics.jobs.common import drop_deleted
 
 __all__ = [
     "CHANGED_SIMILARITY",
@@ -83,11 +84,7 @@ def _counted(
         noops = compactions.filter(pl.col("effective").not_())["id"].cast(pl.String)
         if noops.len():  # a filter on a set: cheaper than an anti-join over every item
             out = out.filter(~pl.col("compaction_id").is_in(noops.implode()))
-    if sessions is not None:
-        deleted = sessions.filter(pl.col("deleted_at").is_not_null())["session_id"].cast(pl.String)
-        if deleted.len():
-            out = out.filter(~pl.col("session_id").is_in(deleted.implode()))
-    return out
+    return out if sessions is None else drop_deleted(out, sessions)
 
 
 def _share(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
