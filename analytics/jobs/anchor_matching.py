@@ -17,6 +17,8 @@ functions built on this are in :mod:`analytics.jobs.retention`. No I/O.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 from rapidfuzz import fuzz, process
@@ -29,6 +31,7 @@ ANCHOR_ORDER = tuple(t.value for t in AnchorType)
 _GOLDEN = 0x9E3779B97F4A7C15
 _STATUSES = ("added", "changed", "kept", "dropped")
 _ADDED, _CHANGED, _KEPT, _DROPPED = range(4)
+_MAX_POSITION = (1 << 20) - 1  # positions beyond sort together (an anchor has a few lines)
 _STRIP = " \t\r\n-*•·+>.,;:!?\"'`()[]{}"
 _INPUT_SCHEMA = {
     "session_id": pl.String,
@@ -77,214 +80,278 @@ def _scores(left: np.ndarray, right: np.ndarray) -> pl.Series:
     return pl.Series("similarity", scores, dtype=pl.Float64)
 
 
-def _base(anchor_items: pl.DataFrame) -> pl.DataFrame:
-    """The usable input rows (ids present, non-empty normalised text) with a row number."""
-    return (
-        anchor_items.lazy()
-        .select(pl.col(c).cast(t) for c, t in _INPUT_SCHEMA.items())
-        .with_columns(item_norm=normalise_item(pl.col("item")))
-        .filter(
-            pl.col("session_id").is_not_null()
-            & pl.col("compaction_id").is_not_null()
-            & pl.col("item_norm").is_not_null()
-            & (pl.col("item_norm") != "")
-        )
-        .with_row_index("row")
-        .with_columns(cid_h=pl.col("compaction_id").hash())
-        .collect()
-    )
-
-
-def _compactions(base: pl.DataFrame) -> pl.DataFrame:
-    """One row per compaction: its index ``ci`` (the row number; consecutive within a session, in
-    ``seq`` order), whether it is its session's first/last, and ``cid_h`` (its id's hash)."""
-    return (
-        base.lazy()
-        .select("cid_h", "compaction_id", "session_id", "seq")
-        .filter(pl.col("cid_h").is_first_distinct())
-        .sort("session_id", "seq", "compaction_id")
-        .with_row_index("ci")
-        .with_columns(
-            pl.col("ci").cast(pl.Int64),
-            first=pl.col("session_id") != pl.col("session_id").shift(1).fill_null(""),
-            last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
-        )
-        .collect()
-    )
-
-
 def _mixed(group: pl.Expr, text_hash: pl.Expr) -> pl.Expr:
     """One 64-bit key for (group, text): the text's hash xor the group times a large odd number
     (wrapping), so that equal keys mean equal pairs with overwhelming probability."""
     return text_hash ^ (group.cast(pl.UInt64) * pl.lit(_GOLDEN, dtype=pl.UInt64))
 
 
-def _items(base: pl.DataFrame, comps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Integer columns only: one row per distinct normalised text per anchor of a compaction (the
-    first in input order), ``rid`` = row number. ``group`` numbers (compaction, anchor type) so
-    that ``group + n_types`` is the same type at the next compaction (``n_types`` is returned
-    too); ``key`` mixes it with the text's hash, so matching k to k+1 is a join of the key of
-    ``group + n_types`` on ``key``."""
+def _written() -> pl.Expr:
+    """The 64-bit hash of an item as written: (anchor type, text)."""
+    return _mixed(pl.col("anchor_type").hash(), pl.col("item").hash())
+
+
+def _texts(source: pl.DataFrame) -> pl.DataFrame:
+    """One row per distinct item as written (``raw_h``: anchor type and text) whose normalised
+    text is non-empty: ``tid`` (row number), ``torder`` (the type's rank: :data:`ANCHOR_ORDER`,
+    then other types sorted, then null), ``item_norm`` and ``nid``, a dense id of (type,
+    normalised text): equal nids are equal items. Items recur from compaction to compaction, so
+    working on the distinct ones is several times cheaper than on every row."""
+    distinct = (
+        source.lazy()
+        .select("anchor_type", "item", raw_h=_written())
+        .unique("raw_h", keep="any")
+        .collect()
+    )
     order = {t: i for i, t in enumerate(ANCHOR_ORDER)}
-    extra = sorted(set(base["anchor_type"].unique().drop_nulls().to_list()) - set(order))
+    extra = sorted(set(distinct["anchor_type"].drop_nulls().unique().to_list()) - set(order))
     order.update({t: len(order) + i for i, t in enumerate(extra)})
-    n_types = len(order) + 1  # + null
-    items = (
-        base.lazy()
+    return (
+        distinct.lazy()
         .select(
-            "row",
-            "cid_h",
-            "position",
-            h=pl.col("item_norm").hash(),
-            torder=pl.col("anchor_type").replace_strict(
-                order, default=len(order), return_dtype=pl.Int64
+            "raw_h",
+            torder=pl.col("anchor_type")
+            .replace_strict(order, default=len(order), return_dtype=pl.Int64)
+            .fill_null(len(order)),
+            item_norm=normalise_item(pl.col("item")),
+        )
+        .filter(pl.col("item_norm").is_not_null() & (pl.col("item_norm") != ""))
+        .with_row_index("tid")
+        .with_columns(
+            nid=_mixed(pl.col("torder"), pl.col("item_norm").hash()).rank("dense").cast(pl.Int64)
+            - 1
+        )
+        .collect()
+    )
+
+
+def _rows(source: pl.DataFrame, texts: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
+    """Integer columns of the usable input rows (ids present, ``keep`` true, a non-empty
+    normalised text), in input order: ``row`` (index into the input), ``position`` (0 when
+    null), ``cid_h`` (the compaction id's hash) and the text's ``tid``, ``torder`` and ``nid``.
+    Four-byte integers: on big inputs, fresh memory (page faults) is what costs most."""
+    return (
+        source.lazy()
+        .select(  # integers first, then the filter: no string column is copied
+            row=pl.int_range(pl.len(), dtype=pl.Int32),
+            position=pl.col("position").fill_null(0).clip(0, _MAX_POSITION).cast(pl.Int32),
+            cid_h=pl.col("compaction_id").hash(),
+            raw_h=_written(),
+            usable=pl.all_horizontal(
+                pl.col("session_id").is_not_null(), pl.col("compaction_id").is_not_null(), keep
             ),
         )
+        .filter("usable")
         .join(
-            comps.lazy().select("cid_h", "ci", "first", "last"),
-            on="cid_h",
+            texts.lazy().select("raw_h", pl.col("tid", "torder", "nid").cast(pl.Int32)),
+            on="raw_h",
             maintain_order="left",
         )
-        .with_columns(group=pl.col("ci") * n_types + pl.col("torder"))
-        .with_columns(key=_mixed(pl.col("group"), pl.col("h")))
-        .filter(pl.col("key").is_first_distinct())
-        .drop("cid_h")
-        .with_row_index("rid")
-        .with_columns(pl.col("rid").cast(pl.Int64))
+        .drop("raw_h", "usable")
         .collect()
     )
-    return items, n_types
 
 
-def _best_matches(
-    items: pl.DataFrame, n_types: int, norms: pl.Series
-) -> tuple[pl.DataFrame, np.ndarray]:
-    """(best match in k of each item of k+1 with similarity >= 60: b_rid, a_rid, similarity;
-    whether each row, as an item of k, matched something in k+1). Equal texts by a join, the
-    rest compared in bulk within (pair of compactions, anchor type)."""
-    # lazily, so that only the columns each side reads are filtered (the frame has a dozen)
-    prev = (
-        items.lazy()
-        .filter(~pl.col("last"))
-        .select(
-            a_rid="rid",
-            key=_mixed(pl.col("group") + n_types, pl.col("h")),
-            group=pl.col("group") + n_types,
+def _compactions(source: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """(one row per compaction: its index ``ci`` (the row number; consecutive within a session,
+    in ``seq`` order), session_id, compaction_id, seq (of its first row), whether it is its
+    session's first/last; each row's ``ci``). Rows come grouped by compaction from the store, so
+    the work is per run of equal compaction ids, not per row."""
+    run = rows["cid_h"].rle_id()
+    runs = rows.select("row", "cid_h").filter(run != run.shift(1).fill_null(-1))
+    firsts = runs.filter(pl.col("cid_h").is_first_distinct())
+    comps = (
+        source.select(pl.col("session_id", "compaction_id", "seq").gather(firsts["row"]))
+        .with_columns(cid_h=firsts["cid_h"])
+        .sort("session_id", "seq", "compaction_id")
+        .with_row_index("ci")
+        .with_columns(
+            pl.col("ci").cast(pl.Int32),
+            first=pl.col("session_id") != pl.col("session_id").shift(1).fill_null(""),
+            last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
         )
-        .collect()
     )
-    curr = items.select(b_rid="rid", key="key", group="group").filter(~items["first"])
-    exact = prev.select("a_rid", "key").join(curr.select("b_rid", "key"), on="key")
-    done_a = np.zeros(items.height, dtype=bool)
-    done_a[exact["a_rid"].to_numpy()] = True
-    done_b = np.zeros(items.height, dtype=bool)
-    done_b[exact["b_rid"].to_numpy()] = True
+    run_ci = runs.join(comps.select("cid_h", "ci"), on="cid_h", maintain_order="left")["ci"]
+    return comps, run_ci.gather(run)
+
+
+def _sorting(*keys: tuple[pl.Series, int]) -> np.ndarray:
+    """The permutation sorting by ``keys`` (non-negative integer columns, each with a bound it
+    stays below), ties in index order. One packed 63-bit key when the bounds allow it (a sort on
+    several columns costs many times more), computed by Polars (its allocator reuses memory)."""
+    n = len(keys[0][0])
+    frame = pl.DataFrame({f"k{i}": key for i, (key, _) in enumerate(keys)}).with_row_index("index")
+    bounds = [bound for _, bound in keys] + [max(n, 1)]
+    if math.prod(bounds) < (1 << 63):
+        packed = pl.lit(0, dtype=pl.Int64)
+        for name, bound in zip([*frame.columns[1:], "index"], bounds, strict=True):
+            packed = packed * bound + pl.col(name).cast(pl.Int64)
+        order = frame.select(packed.arg_sort())
+    else:
+        order = frame.select(pl.arg_sort_by(*frame.columns[1:], "index"))
+    perm: np.ndarray = order.to_series().to_numpy()
+    return perm
+
+
+class _Items:
+    """The items as numpy columns indexed by ``rid`` (the row number of :func:`_rows`): one per
+    distinct normalised text per anchor of a compaction, the first row in input order; the
+    others are marked ``dup`` and take no part. The identity pass: sorted by (text, compaction),
+    an item right after the same text at the compaction before is kept (``exact_a`` ->
+    ``exact_b``); the same text twice in one compaction is a duplicate."""
+
+    def __init__(self, rows: pl.DataFrame, comps: pl.DataFrame, ci: pl.Series) -> None:
+        self.n_ci = comps.height
+        self.n_nid = int(rows["nid"].max() or 0) + 1  # type: ignore[arg-type]
+        self.n_types = int(rows["torder"].max() or 0) + 1  # type: ignore[arg-type]
+        first = comps["first"].gather(ci)
+        perm = _sorting((rows["nid"], self.n_nid), (ci, self.n_ci))
+        code = pl.col("code")
+        ids = pl.DataFrame(
+            {
+                "rid": perm,
+                "code": (rows["nid"].cast(pl.Int64) * self.n_ci + ci).gather(perm),
+                "first": first.gather(perm),
+            }
+        ).select(
+            "rid",
+            dup=(code == code.shift(1)).fill_null(False),
+            # the same text at the compaction before, unless that is another session's last
+            link=((code == code.shift(1) + 1) & ~pl.col("first")).fill_null(False),
+            # the first rid of the run of equal codes just before this one
+            before=pl.when(code == code.shift(1))
+            .then(None)
+            .otherwise(pl.col("rid"))
+            .forward_fill()
+            .shift(1),
+        )
+        self.dup = np.zeros(rows.height, dtype=bool)
+        self.dup[ids.filter("dup")["rid"].to_numpy()] = True
+        exact = ids.filter("link")
+        self.exact_b = exact["rid"].to_numpy()
+        self.exact_a = exact["before"].to_numpy()
+        self.row = rows["row"].to_numpy()
+        self.position = rows["position"].to_numpy()
+        self.tid = rows["tid"].to_numpy()
+        self.nid = rows["nid"].to_numpy()
+        self.torder = rows["torder"].to_numpy()
+        self.ci = ci.to_numpy()
+        self.first = first.to_numpy()
+        self.last = comps["last"].gather(ci).to_numpy()
+
+    def __len__(self) -> int:
+        return len(self.ci)
+
+
+def _best_matches(items: _Items, norms: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(for each item of k+1 with a match >= 60 in k: its rid, the best match's rid and the
+    similarity; whether each item, as an item of k, matched something in k+1). Equal texts come
+    from the identity pass, the rest are compared in bulk within (pair of compactions, type)."""
+    matched = items.dup.copy()  # a duplicate takes no part: as if matched
+    matched[items.exact_a] = True
+    done_b = items.dup.copy()
+    done_b[items.exact_b] = True
+    a_rid = np.flatnonzero(~items.last & ~matched)
+    b_rid = np.flatnonzero(~items.first & ~done_b)
+
+    def group(rid: np.ndarray, ahead: int) -> np.ndarray:
+        ci: np.ndarray = items.ci[rid].astype(np.int64) + ahead
+        return ci * items.n_types + items.torder[rid]
+
     pairs = (
-        prev.select("a_rid", "group")
-        .filter(~done_a[prev["a_rid"].to_numpy()])
-        .join(curr.select("b_rid", "group").filter(~done_b[curr["b_rid"].to_numpy()]), on="group")
+        pl.DataFrame({"a_rid": a_rid, "group": group(a_rid, 1)})
+        .join(pl.DataFrame({"b_rid": b_rid, "group": group(b_rid, 0)}), on="group")
+        .select("a_rid", "b_rid")
     )
     # each distinct pair of texts is scored once (items recur from compaction to compaction)
-    h = items["h"]
-    pairs = pairs.with_columns(a_h=h.gather(pairs["a_rid"]), b_h=h.gather(pairs["b_rid"]))
-    distinct = pairs.select("a_rid", "b_rid", "a_h", "b_h").unique(["a_h", "b_h"])
-    row = items["row"]
-    a_text = norms.gather(row.gather(distinct["a_rid"])).to_numpy()
-    b_text = norms.gather(row.gather(distinct["b_rid"])).to_numpy()
-    scored = distinct.select("a_h", "b_h", _scores(a_text, b_text))
+    pair = items.nid[pairs["a_rid"].to_numpy()] * items.n_nid + items.nid[pairs["b_rid"]]
+    pairs = pairs.with_columns(pair=pair)
+    distinct = pairs.unique("pair")
+    a_text = norms.gather(items.tid[distinct["a_rid"].to_numpy()]).to_numpy()
+    b_text = norms.gather(items.tid[distinct["b_rid"].to_numpy()]).to_numpy()
+    scored = distinct.select("pair", _scores(a_text, b_text))
     fuzzy = (
-        pairs.join(scored, on=["a_h", "b_h"])
-        .select("b_rid", "a_rid", "similarity")
+        pairs.join(scored, on="pair")
         .filter(pl.col("similarity") >= CHANGED_SIMILARITY)
         .sort(["b_rid", "similarity", "a_rid"], descending=[False, True, False])
     )
-    done_a[fuzzy["a_rid"].to_numpy()] = True
-    best = pl.concat(
-        [
-            exact.select("b_rid", "a_rid", similarity=pl.lit(100.0)),
-            fuzzy.unique(subset="b_rid", keep="first", maintain_order=True),
-        ]
+    matched[fuzzy["a_rid"].to_numpy()] = True
+    fuzzy = fuzzy.unique(subset="b_rid", keep="first", maintain_order=True)
+    b = np.concatenate([items.exact_b, fuzzy["b_rid"].to_numpy()])
+    a = np.concatenate([items.exact_a, fuzzy["a_rid"].to_numpy()])
+    similarity = np.concatenate(
+        [np.full(len(items.exact_b), 100.0), fuzzy["similarity"].to_numpy()]
     )
-    return best, done_a
+    return np.stack([b, a]), similarity, matched
 
 
-def _chains(items: pl.DataFrame, best: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(root rid of each row through its kept/changed links, whether that root's chain reaches
-    the session's last compaction), by pointer jumping over the dense row ids."""
-    n_rows = items.height
-    root = np.arange(n_rows, dtype=np.int64)
-    root[best["b_rid"].to_numpy()] = best["a_rid"].to_numpy()
-    jumped = np.empty_like(root)  # reused: a fresh 8-byte-per-row array each round page-faults
+def _chains(items: _Items, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(root rid of each item through its kept/changed links, whether that root's chain reaches
+    the session's last compaction), by pointer jumping over the dense rids."""
+    # 4-byte ids when they fit: half the memory to walk
+    root = np.arange(len(items), dtype=np.dtype(np.int32 if len(items) < (1 << 31) else np.int64))
+    root[links[0]] = links[1]
+    jumped = np.empty_like(root)  # reused: a fresh array each round page-faults
     while True:
         np.take(root, root, out=jumped)
         if np.array_equal(jumped, root):
             break
         root, jumped = jumped, root
-    reached = np.zeros(n_rows, dtype=bool)
-    reached[root[items.filter("last")["rid"].to_numpy()]] = True
+    reached = np.zeros(len(items), dtype=bool)
+    reached[root[items.last]] = True
     return root, reached[root]
 
 
-def _status_rows(items: pl.DataFrame, best: pl.DataFrame, matched: np.ndarray) -> pl.DataFrame:
-    """Integer rows of the result: every item with its status, then every dropped item at the
-    next compaction (``ci`` + 1), sorted; ``row`` points into the input, ``root_ci`` is the
-    compaction where the item's chain began."""
-    similarity = np.full(items.height, np.nan)
-    similarity[best["b_rid"].to_numpy()] = best["similarity"].to_numpy()
-    root, reaches = _chains(items, best)
-    ints = items.select("row", "ci", "torder", "position", "last").with_columns(
-        similarity=pl.Series(similarity).fill_nan(None),
-        root_ci=items["ci"].gather(root),
-        reaches_last=pl.Series(reaches),
-    )
-    present = ints.with_columns(
-        status=pl.when(pl.col("similarity") >= KEPT_SIMILARITY)
-        .then(pl.lit(_KEPT, dtype=pl.Int64))
-        .when(pl.col("similarity").is_not_null())
-        .then(pl.lit(_CHANGED, dtype=pl.Int64))
-        .otherwise(pl.lit(_ADDED, dtype=pl.Int64)),
-    )
-    dropped = ints.filter(~pl.col("last") & ~pl.Series(matched)).with_columns(
-        ci=pl.col("ci") + 1, status=pl.lit(_DROPPED, dtype=pl.Int64)
-    )
-    # one packed integer key (multi-column sorts cost ten times more); dropped after the others
-    order = (
-        (pl.col("ci") * 64 + pl.col("torder").clip(0, 63)) * 2
-        + (pl.col("status") == _DROPPED).cast(pl.Int64)
-    ) * (1 << 20) + pl.col("position").fill_null(0).clip(0, (1 << 20) - 1)
-    return pl.concat([present, dropped]).sort(order, maintain_order=True)
-
-
-def match_anchor_items(anchor_items: pl.DataFrame) -> pl.DataFrame:
+def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) -> pl.DataFrame:
     """One row per item per compaction with its status, plus each dropped item at the compaction
     where it vanished: session_id, compaction_id, compaction_seq, anchor_type, item, status,
     similarity, item_norm, introduced_at, reaches_last, last_compaction. Rows are in session,
-    compaction, anchor type and position order, dropped rows after the others."""
-    base = _base(anchor_items)
-    if base.height == 0:
+    compaction, anchor type and position order, dropped rows after the others. ``keep``, a
+    predicate on the input's columns, leaves out the rows where it is false (or null)."""
+    source = anchor_items.select(pl.col(c).cast(t) for c, t in _INPUT_SCHEMA.items())
+    texts = _texts(source)
+    rows = _rows(source, texts, pl.lit(True) if keep is None else keep.fill_null(False))
+    if rows.height == 0:
         return pl.DataFrame(schema=_DETAIL_SCHEMA)
-    comps = _compactions(base)
-    items, n_types = _items(base, comps)
-    best, matched = _best_matches(items, n_types, base["item_norm"])
-    rows = _status_rows(items, best, matched)
-    # strings gathered frame by frame: Polars gathers the columns of one select in parallel
-    at, ci = rows["row"], rows["ci"]
-    of_comp = comps.select(
-        pl.col("session_id", "compaction_id").gather(ci),
-        pl.col("seq").gather(ci).alias("compaction_seq"),
-        pl.col("last").gather(ci).alias("last_compaction"),
-        pl.col("compaction_id").gather(rows["root_ci"]).alias("introduced_at"),
+    comps, ci = _compactions(source, rows)
+    items = _Items(rows, comps, ci)
+    norms = texts["item_norm"]
+    links, best, matched = _best_matches(items, norms)
+    status = np.full(len(items), _ADDED, dtype=np.int8)
+    status[links[0]] = np.where(best >= KEPT_SIMILARITY, _KEPT, _CHANGED)
+    similarity = pl.select(pl.repeat(None, len(items), dtype=pl.Float64)).to_series()
+    similarity.scatter(links[0], best)
+    root, reaches = _chains(items, links)
+    # the result: every item, then every dropped item again at the next compaction, in order
+    gone = np.flatnonzero(~items.last & ~matched).astype(np.int32)
+    at = np.concatenate([np.arange(len(items), dtype=np.int32)[~items.dup], gone])
+    dropped = np.zeros(len(at), dtype=bool)
+    dropped[len(at) - len(gone) :] = True
+    out_ci = items.ci[at] + dropped
+    order = _sorting(
+        (pl.Series(out_ci), items.n_ci + 1),
+        (pl.Series(items.torder[at]), items.n_types),
+        (pl.Series(dropped), 2),
+        (pl.Series(items.position[at]), int(items.position.max()) + 1),
     )
-    of_item = base.select(pl.col("anchor_type", "item", "item_norm").gather(at))
-    return pl.concat(
-        [
-            of_comp,
-            of_item,
-            rows.select(
-                pl.Series(_STATUSES).gather(rows["status"]).alias("status"),
-                "similarity",
-                "reaches_last",
-            ),
-        ],
-        how="horizontal",
-    ).select(pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items())
+    at, dropped, out_ci = at[order], dropped[order], out_ci[order]
+    # strings gathered frame by frame: Polars gathers the columns of one select in parallel
+    of_comp = comps.select(
+        pl.col("session_id", "compaction_id").gather(out_ci),
+        pl.col("seq").gather(out_ci).alias("compaction_seq"),
+        pl.col("last").gather(out_ci).alias("last_compaction"),
+        pl.col("compaction_id").gather(items.ci[root[at]]).alias("introduced_at"),
+    )
+    of_item = source.select(pl.col("anchor_type", "item").gather(items.row[at]))
+    of_status = pl.DataFrame(
+        {
+            "status": pl.Series(_STATUSES).gather(np.where(dropped, _DROPPED, status[at])),
+            "similarity": similarity.gather(at),
+            "dropped": dropped,
+            "item_norm": norms.gather(items.tid[at]),
+            "reaches_last": reaches[at],
+        }
+    ).with_columns(pl.when(~pl.col("dropped")).then("similarity").alias("similarity"))
+    return pl.concat([of_comp, of_item, of_status], how="horizontal").select(
+        pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items()
+    )

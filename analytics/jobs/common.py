@@ -29,12 +29,17 @@ def conform(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFr
     )
 
 
+def deleted_ids(sessions: pl.DataFrame) -> pl.Series:
+    """The ids of the sessions marked deleted (``deleted_at`` not null); usually empty."""
+    if "deleted_at" not in sessions.columns:
+        return pl.Series("session_id", [], dtype=pl.String)
+    return sessions.filter(pl.col("deleted_at").is_not_null())["session_id"].cast(pl.String)
+
+
 def drop_deleted(frame: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """``frame`` without the rows of sessions marked deleted (``deleted_at`` not null). Rows of
     sessions absent from ``sessions`` are kept: the store may be mid-projection."""
-    if "deleted_at" not in sessions.columns:
-        return frame
-    deleted = sessions.filter(pl.col("deleted_at").is_not_null())["session_id"].cast(pl.String)
+    deleted = deleted_ids(sessions)
     if deleted.is_empty():  # the usual case: no pass over the frame at all
         return frame
     return frame.filter(~pl.col("session_id").is_in(deleted.implode()).fill_null(False))

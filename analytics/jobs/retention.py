@@ -20,7 +20,7 @@ from analytics.jobs.anchor_matching import (
     match_anchor_items,
     similarities,
 )
-from analytics.jobs.common import drop_deleted
+from analytics.jobs.common import deleted_ids
 
 __all__ = [
     "CHANGED_SIMILARITY",
@@ -63,7 +63,7 @@ def retention_detail(
     session, compaction, anchor type and position order, dropped rows after the others.
     Given ``compactions``/``sessions``, items of no-op compactions (``effective`` false) and
     of deleted sessions (``deleted_at`` set) are left out first."""
-    return match_anchor_items(_counted(anchor_items, compactions, sessions))
+    return match_anchor_items(anchor_items, _counted(compactions, sessions))
 
 
 def retention_items(
@@ -75,16 +75,19 @@ def retention_items(
     return retention_detail(anchor_items, compactions, sessions).select(ITEM_COLUMNS)
 
 
-def _counted(
-    anchor_items: pl.DataFrame, compactions: pl.DataFrame | None, sessions: pl.DataFrame | None
-) -> pl.DataFrame:
-    """The items of effective compactions of live sessions (when those frames are given)."""
-    out = anchor_items
+def _counted(compactions: pl.DataFrame | None, sessions: pl.DataFrame | None) -> pl.Expr | None:
+    """The predicate on item rows: of an effective compaction, of a live session (when those
+    frames are given); None when it would keep every row. Folded into the matching's first pass,
+    so that no filtered copy of the items is made."""
+    keep = []
     if compactions is not None:
         noops = compactions.filter(pl.col("effective").not_())["id"].cast(pl.String)
         if noops.len():  # a filter on a set: cheaper than an anti-join over every item
-            out = out.filter(~pl.col("compaction_id").is_in(noops.implode()))
-    return out if sessions is None else drop_deleted(out, sessions)
+            keep.append(~pl.col("compaction_id").is_in(noops.implode()))
+    deleted = deleted_ids(sessions) if sessions is not None else None
+    if deleted is not None and deleted.len():
+        keep.append(~pl.col("session_id").is_in(deleted.implode()))
+    return pl.all_horizontal(keep) if keep else None
 
 
 def _share(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
