@@ -200,6 +200,18 @@ class _Items:
     an item right after the same text at the compaction before is kept (``exact_a`` ->
     ``exact_b``); the same text twice in one compaction is a duplicate."""
 
+    dup: np.ndarray
+    exact_a: np.ndarray
+    exact_b: np.ndarray
+    row: np.ndarray
+    position: np.ndarray
+    tid: np.ndarray
+    nid: np.ndarray
+    torder: np.ndarray
+    ci: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
     def __init__(self, rows: pl.DataFrame, comps: pl.DataFrame, ci: pl.Series) -> None:
         self.n_ci = comps.height
         self.n_nid = int(rows["nid"].max() or 0) + 1  # type: ignore[arg-type]
@@ -255,8 +267,9 @@ def _best_matches(items: _Items, norms: pl.Series) -> tuple[np.ndarray, np.ndarr
     b_rid = np.flatnonzero(~items.first & ~done_b)
 
     def group(rid: np.ndarray, ahead: int) -> np.ndarray:
-        ci: np.ndarray = items.ci[rid].astype(np.int64) + ahead
-        return ci * items.n_types + items.torder[rid]
+        ids: np.ndarray = (items.ci[rid].astype(np.int64) + ahead) * items.n_types
+        ids += items.torder[rid]
+        return ids
 
     pairs = (
         pl.DataFrame({"a_rid": a_rid, "group": group(a_rid, 1)})
