@@ -310,3 +310,87 @@ def test_noop_compactions_and_deleted_sessions_are_left_out() -> None:
         ("c1", "Use SQLite", "added"),
         ("c3", "Use SQLite", "kept"),
     ]
+
+
+def test_a_repeated_item_counts_once_and_keeps_its_chain() -> None:
+    """The same decision twice in c1 (once as a bullet) is one item; c2 keeps it, and the extra
+    copy is neither an item of its own nor dropped at c2."""
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 1, "key_decision", 0, "Use SQLite"),
+                ("s1", "c1", 1, "key_decision", 1, "- use sqlite."),
+                ("s1", "c1", 1, "key_decision", 2, "Pin numpy"),
+                ("s1", "c2", 2, "key_decision", 0, "use SQLite"),
+                ("s1", "c2", 2, "key_decision", 1, "Use  SQLite"),
+            ]
+        )
+    )
+    assert [
+        (r["compaction_id"], r["item"], r["status"], r["introduced_at"])
+        for r in detail.iter_rows(named=True)
+    ] == [
+        ("c1", "Use SQLite", "added", "c1"),
+        ("c1", "Pin numpy", "added", "c1"),
+        ("c2", "use SQLite", "kept", "c1"),
+        ("c2", "Pin numpy", "dropped", "c1"),
+    ]
+
+
+def test_the_same_text_across_a_session_boundary_is_not_kept() -> None:
+    """s1's last compaction and s2's first hold the same text: s2's is added, not kept."""
+    items = retention_items(
+        frame(
+            [
+                ("s1", "a1", 1, "next_step", 0, "Run the tests"),
+                ("s2", "b1", 1, "next_step", 0, "Run the tests"),
+                ("s2", "b2", 2, "next_step", 0, "Run the tests"),
+            ]
+        )
+    )
+    assert statuses(items) == [
+        ("a1", "Run the tests", "added"),
+        ("b1", "Run the tests", "added"),
+        ("b2", "Run the tests", "kept"),
+    ]
+
+
+def test_rows_in_any_order_give_the_store_order_result() -> None:
+    """The store hands rows over in compaction order; any other order (a hand-built frame)
+    gives the same result, item for item."""
+    words = ["alpha parser", "billing retry", "cache schema", "router queue", "index auth"]
+    rows = [
+        (session, f"{session}-c{k}", k, kind, position, f"{kind}: {words[k // 2 + position]}")
+        for session in ("s1", "s2")
+        for k in range(1, 5)
+        for kind in ("user_intent", "key_decision", "next_step")
+        for position in range(3)
+    ]
+    ordered = retention_detail(frame(rows))
+    shuffled = retention_detail(frame(rows).sample(fraction=1.0, shuffle=True, seed=3))
+    dropped = ordered.filter(pl.col("status") == "dropped")
+    assert ordered.height == len(rows) + dropped.height
+    assert {"added", "kept", "dropped"} <= set(ordered["status"])
+    assert shuffled.equals(ordered)
+
+
+def test_unknown_and_missing_anchor_types_are_matched_within_themselves() -> None:
+    items = retention_items(
+        frame(
+            [
+                ("s1", "c1", 1, "custom_note", 0, "Keep the logs"),
+                ("s1", "c1", 1, None, 0, "Keep the logs"),  # type: ignore[list-item]
+                ("s1", "c2", 2, "custom_note", 0, "Keep the logs"),
+                ("s1", "c2", 2, None, 0, "Something else entirely"),  # type: ignore[list-item]
+            ]
+        )
+    )
+    assert [
+        (r["compaction_id"], r["anchor_type"], r["status"]) for r in items.iter_rows(named=True)
+    ] == [
+        ("c1", "custom_note", "added"),
+        ("c1", None, "added"),
+        ("c2", "custom_note", "kept"),
+        ("c2", None, "added"),
+        ("c2", None, "dropped"),
+    ]
