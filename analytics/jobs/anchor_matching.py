@@ -3,15 +3,20 @@
 Within a session the compactions that have items are ordered by ``seq``; the items of compaction
 k+1 are matched to those of k per anchor type on normalised text (lowercased, whitespace
 collapsed, bullets and punctuation stripped at both ends). Equal normalised texts are ``kept``
-with similarity 100 through an integer-key join (64-bit hashes of the text); only the leftovers
-are scored, in bulk, with rapidfuzz's ``token_sort_ratio`` (word order does not matter): the
-best match >= 90 is ``kept``, >= 60 ``changed``, else the item of k+1 is ``added``; an item of k
-with no match >= 60 in k+1 is ``dropped`` at k+1. The first compaction's items are ``added``.
-Matching is best-match, not one-to-one (two items merged into one both count as matched).
-Following each item's kept/changed links back (pointer jumping over dense row ids) gives where
-it was introduced and whether it reaches the session's last compaction.
+with similarity 100; only the leftovers are scored, in bulk, with rapidfuzz's
+``token_sort_ratio`` (word order does not matter): the best match >= 90 is ``kept``, >= 60
+``changed``, else the item of k+1 is ``added``; an item of k with no match >= 60 in k+1 is
+``dropped`` at k+1. The first compaction's items are ``added``. Matching is best-match, not
+one-to-one (two items merged into one both count as matched). Following each item's
+kept/changed links back (pointer jumping over dense row ids) gives where it was introduced and
+whether it reaches the session's last compaction.
 
-Everything heavy runs on integer columns; strings are gathered once, at the end. The job
+How it stays fast on millions of items: texts are normalised once per distinct text; each
+(anchor type, normalised text) gets a dense id, and sorting the rows by (that id, compaction)
+puts every item right after itself at the compaction before, so that one pass finds the equal
+texts and the repeats within a compaction (rows from the store come in compaction order, and
+then the sort is a group-by). Everything heavy runs on 4-byte integer columns; strings are
+gathered once, at the end, from the small tables of distinct texts and compactions. The job
 functions built on this are in :mod:`analytics.jobs.retention`. No I/O.
 """
 
