@@ -293,20 +293,19 @@ def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.nd
 
 def _chains(items: _Items, fuzzy: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(root rid of each item through its kept/changed links, whether that root's chain reaches
-    the session's last compaction), by pointer jumping over the dense rids."""
-    # 4-byte ids when they fit: half the memory to walk
-    root = np.arange(len(items), dtype=np.dtype(np.int32 if len(items) < (1 << 31) else np.int64))
-    root[items.exact_b] = items.exact_a
-    root[fuzzy["b_rid"].to_numpy()] = fuzzy["a_rid"].to_numpy()
-    jumped = np.empty_like(root)  # reused: a fresh array each round page-faults
-    while True:
-        np.take(root, root, out=jumped)
-        if np.array_equal(jumped, root):
-            break
-        root, jumped = jumped, root
+    the session's last compaction), by pointer jumping over the dense rids. In Polars: its
+    allocator reuses the memory of the round before, where numpy's would page-fault afresh."""
+    root = (
+        pl.Series(np.arange(len(items), dtype=np.int32 if len(items) < (1 << 31) else np.int64))
+        .scatter(items.exact_b, items.exact_a)
+        .scatter(fuzzy["b_rid"], fuzzy["a_rid"])
+    )
+    while not (jumped := root.gather(root)).equals(root):
+        root = jumped
+    roots = root.to_numpy()
     reached = np.zeros(len(items), dtype=bool)
-    reached[root[items.last]] = True
-    return root, reached[root]
+    reached[roots[items.last]] = True
+    return roots, reached[roots]
 
 
 def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) -> pl.DataFrame:
@@ -374,5 +373,6 @@ def _in_order(
     key += dropped
     key *= positions
     key += items.position[at]
-    order = np.argsort(key, kind="stable")
-    return at[order], dropped[order], ci[order]
+    order = pl.DataFrame({"key": key}).select(pl.arg_sort_by("key", maintain_order=True))
+    perm = order.to_series().to_numpy()
+    return at[perm], dropped[perm], ci[perm]
