@@ -246,8 +246,9 @@ def top_contributors(
         .sort(["compaction_id", "tokens", "idx"], descending=[False, True, False])
         .filter(pl.int_range(pl.len()).over("compaction_id") < k)
     )
-    sessions = top.select("session_id").unique()
-    names = tool_names(messages.join(sessions, on="session_id"), top)
+    # no join of the messages to the sessions first: it would copy every message's columns,
+    # which costs more than finding the calls of all of them
+    names = tool_names(messages, top)
     return (
         top.join(names, on=["session_id", "idx"], how="left")
         .select(
