@@ -95,6 +95,8 @@ def offload_read_backs(
     first later message naming the file, null if none)."""
     frame = drop_deleted(conform(offloads, _OFFLOADS), sessions).with_row_index("offload_row")
     history = drop_deleted(conform(messages, _MESSAGES), sessions)
+    # only the messages of sessions that offloaded something can read an offload back
+    history = history.filter(pl.col("session_id").is_in(frame["session_id"].unique().implode()))
     metadata = (
         conform(live_sessions(sessions), {"session_id": pl.String(), "capture": pl.String()})
         .filter(pl.col("capture") == "metadata")
