@@ -94,7 +94,8 @@ def _arguments(tool_calls: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 def _with_messages(rows: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
     """``rows`` (session_id, idx, ...) joined to their message's content and tool-call
-    arguments (all of a message's arguments as one text), in the order of ``rows``."""
+    arguments (all of a message's arguments as one text), in the order of ``rows``; a row
+    whose message is not in ``messages`` has no text and is left out."""
     dtype = messages.schema.get("tool_calls", pl.String())
     text = messages.lazy().select(
         pl.col("session_id").cast(pl.String),
@@ -103,7 +104,7 @@ def _with_messages(rows: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
         pl.col("tool_calls"),
     )
     return (
-        rows.join(text, on=["session_id", "idx"], maintain_order="left")
+        rows.join(text, on=["session_id", "idx"], how="inner", maintain_order="left")
         .with_columns(
             arguments=_arguments(pl.col("tool_calls"), dtype)
             if dtype != pl.Null
