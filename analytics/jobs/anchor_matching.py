@@ -167,11 +167,13 @@ def _compactions(source: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame
     the work is per run of equal compaction ids, not per row."""
     run = rows["cid_h"].rle_id()
     runs = rows.select("row", "cid_h").filter(run != run.shift(1).fill_null(-1))
-    firsts = runs.filter(pl.col("cid_h").is_first_distinct())
+    grouped = runs["cid_h"].n_unique() == runs.height  # one run per compaction
+    firsts = runs if grouped else runs.filter(pl.col("cid_h").is_first_distinct())
+    unsorted = source.select(pl.col("session_id", "compaction_id", "seq").gather(firsts["row"]))
+    order = unsorted.select(pl.arg_sort_by("session_id", "seq", "compaction_id")).to_series()
     comps = (
-        source.select(pl.col("session_id", "compaction_id", "seq").gather(firsts["row"]))
-        .with_columns(cid_h=firsts["cid_h"])
-        .sort("session_id", "seq", "compaction_id")
+        unsorted.with_columns(cid_h=firsts["cid_h"])
+        .select(pl.all().gather(order))
         .with_row_index("ci")
         .with_columns(
             pl.col("ci").cast(pl.Int32),
@@ -179,8 +181,12 @@ def _compactions(source: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame
             last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
         )
     )
-    run_ci = runs.join(comps.select("cid_h", "ci"), on="cid_h", maintain_order="left")["ci"]
-    return comps, run_ci.gather(run)
+    if grouped:  # the compaction of each run: the inverse of the sort
+        run_ci = np.empty(runs.height, dtype=np.int32)
+        run_ci[order.to_numpy()] = np.arange(runs.height, dtype=np.int32)
+        return comps, pl.Series("ci", run_ci).gather(run)
+    joined = runs.join(comps.select("cid_h", "ci"), on="cid_h", maintain_order="left")
+    return comps, joined["ci"].gather(run)
 
 
 def _by_text(nid: pl.Series, ci: pl.Series) -> pl.DataFrame:
