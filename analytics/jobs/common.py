@@ -45,6 +45,19 @@ def drop_deleted(frame: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(~pl.col("session_id").is_in(deleted.implode()).fill_null(False))
 
 
+def in_session_order(frame: pl.DataFrame, by: str = "seq") -> pl.DataFrame:
+    """``frame`` sorted by session_id then ``by`` (nulls last). Frames read from the store come
+    in that order already: a check over the rows is then all it costs, not a sort of them."""
+    session, key = pl.col("session_id"), pl.col(by)
+    after = (session < session.shift(-1)) | (
+        (session == session.shift(-1)) & (key <= key.shift(-1))
+    )
+    ordered = frame.select(
+        after.fill_null(True).all() & session.is_not_null().all() & key.is_not_null().all()
+    ).item()
+    return frame if ordered else frame.sort("session_id", by, nulls_last=True)
+
+
 def live_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
     """The sessions not marked deleted, all columns kept."""
     if "deleted_at" not in sessions.columns:

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs.common import conform, drop_deleted, is_effective, tier_name
+from analytics.jobs.common import (
+    conform,
+    drop_deleted,
+    in_session_order,
+    is_effective,
+    tier_name,
+)
 from compactor import CompactionTier
 
 EMERGENCY_TIER = int(CompactionTier.EMERGENCY)
@@ -40,12 +46,19 @@ def effective_compactions(compactions: pl.DataFrame, sessions: pl.DataFrame) -> 
     """The effective compactions of live sessions, in (session_id, seq) order, with the columns
     this module reads (id, session_id, seq, tier, effective, fallback, emergency, n_dropped,
     n_offloaded, cut) plus tier_name."""
+    return in_session_order(_effective(compactions, sessions))
+
+
+def _effective(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
+    """``effective_compactions`` in input order: for counts, or to filter before ordering."""
     frame = drop_deleted(conform(compactions, _COMPACTIONS), sessions)
-    return (
-        frame.filter(is_effective())
-        .with_columns(tier_name=tier_name())
-        .sort("session_id", "seq", nulls_last=True)
-    )
+    return frame.filter(is_effective()).with_columns(tier_name=tier_name())
+
+
+def _previous(column: str) -> pl.Expr:
+    """The value of the row before in the same session, in a frame in session and seq order."""
+    same = pl.col("session_id") == pl.col("session_id").shift(1)
+    return pl.when(same).then(pl.col(column).shift(1))
 
 
 def _turn_count(turns: pl.DataFrame, sessions: pl.DataFrame) -> int:
@@ -58,7 +71,7 @@ def tier_frequency(
     """Fleet-wide, one row per tier that fired: tier, tier_name, compactions, turns (all turns
     of live sessions), per_100_turns (compactions × 100 / turns; null when there are no turns)."""
     total = _turn_count(turns, sessions)
-    counts = effective_compactions(compactions, sessions).group_by("tier", "tier_name").len()
+    counts = _effective(compactions, sessions).group_by("tier", "tier_name").len()
     return (
         counts.rename({"len": "compactions"})
         .with_columns(
@@ -78,7 +91,7 @@ def tier_transitions(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.Da
     """Counts of tier pairs between consecutive effective compactions of a session: from_tier,
     to_tier (tier names), count; most frequent first."""
     frame = effective_compactions(compactions, sessions).with_columns(
-        from_tier=pl.col("tier_name").shift(1).over("session_id", order_by="seq")
+        from_tier=_previous("tier_name")
     )
     return (
         frame.filter(pl.col("from_tier").is_not_null())
@@ -121,8 +134,7 @@ def turns_between_compactions(
     compaction_id, previous_compaction_id, tier_name, turn, previous_turn, turns_between
     (turn - previous_turn; 0 when both fell in the same turn, null when a turn is unknown)."""
     frame = compaction_turns(compactions, turns, sessions).with_columns(
-        previous_compaction_id=pl.col("id").shift(1).over("session_id", order_by="seq"),
-        previous_turn=pl.col("turn").shift(1).over("session_id", order_by="seq"),
+        previous_compaction_id=_previous("id"), previous_turn=_previous("turn")
     )
     return (
         frame.filter(pl.col("previous_compaction_id").is_not_null())
@@ -143,7 +155,9 @@ def emergency_kinds(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.Dat
     """One row per effective emergency compaction: session_id, compaction_id, seq, kind
     ("truncation" | "offload" | null when neither can be told), escalated (the fallback says
     "escalated"), n_dropped, n_offloaded, cut."""
-    frame = effective_compactions(compactions, sessions).filter(pl.col("tier") == EMERGENCY_TIER)
+    frame = in_session_order(
+        _effective(compactions, sessions).filter(pl.col("tier") == EMERGENCY_TIER)
+    )
     dropped = (pl.col("n_dropped").fill_null(0) > 0) | (pl.col("cut").fill_null(0) > 0)
     offloaded = pl.col("n_offloaded").fill_null(0) > 0
     inferred = (
@@ -168,10 +182,12 @@ def emergency_kinds(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.Dat
 def escalations(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """The effective compactions whose fallback says they escalated: session_id, compaction_id,
     seq, tier_name, fallback."""
-    frame = effective_compactions(compactions, sessions)
-    return frame.filter(
+    frame = _effective(compactions, sessions).filter(
         pl.col("fallback").str.contains("escalated", literal=True).fill_null(False)
-    ).select("session_id", pl.col("id").alias("compaction_id"), "seq", "tier_name", "fallback")
+    )
+    return in_session_order(frame).select(
+        "session_id", pl.col("id").alias("compaction_id"), "seq", "tier_name", "fallback"
+    )
 
 
 def emergency_summary(

@@ -6,7 +6,7 @@ import datetime as dt
 
 import polars as pl
 
-from analytics.jobs.common import drop_deleted
+from analytics.jobs.common import drop_deleted, in_session_order
 
 DELETED_AT = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
@@ -34,3 +34,22 @@ def test_with_nothing_deleted_the_frame_comes_back_whole() -> None:
 
     assert drop_deleted(frame, _sessions({"a": None, "b": None})).equals(frame)
     assert drop_deleted(frame, pl.DataFrame({"session_id": ["a"]})).equals(frame)
+
+
+def test_a_frame_in_session_order_is_returned_as_it_is() -> None:
+    frame = pl.DataFrame({"session_id": ["a", "a", "b", "b"], "seq": [1, 5, 2, 2]})
+
+    assert in_session_order(frame) is frame
+
+
+def test_a_frame_out_of_order_is_sorted_with_null_keys_last() -> None:
+    frame = pl.DataFrame(
+        {"session_id": ["b", "a", "a", "a", None], "seq": [1, None, 7, 3, 0], "n": [1, 2, 3, 4, 5]}
+    )
+
+    ordered = in_session_order(frame)
+
+    assert ordered["n"].to_list() == [4, 3, 2, 1, 5]
+    # a null seq inside a session is out of order even where the ids are in order
+    with_null = pl.DataFrame({"session_id": ["a", "a"], "seq": [None, 1], "n": [1, 2]})
+    assert in_session_order(with_null)["n"].to_list() == [2, 1]
