@@ -61,6 +61,11 @@ def turn_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     the turn lacks them (reserve 0 if both are null); ratio and utilisation are null when the
     window is unknown or not positive.
     """
+    return _turn_rows(turns, sessions).sort("session_id", "turn", "seq")
+
+
+def _turn_rows(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
+    """``turn_timeline`` in no particular order: what the aggregates read."""
     settings = _session_settings(sessions).select(
         "session_id",
         pl.col("context_window").alias("session_window"),
@@ -92,7 +97,6 @@ def turn_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
             "ratio",
             "utilisation",
         )
-        .sort("session_id", "turn", "seq")
     )
 
 
@@ -145,7 +149,7 @@ def session_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFram
     saved_share (1 - billed/uncompacted, null when uncompacted is 0).
     """
     settings = _session_settings(sessions).select("session_id", "warn", "full")
-    timeline = turn_timeline(turns, sessions)
+    timeline = _turn_rows(turns, sessions)
     known = pl.concat(
         [settings.select("session_id"), timeline.select("session_id").unique()]
     ).unique(maintain_order=True)
@@ -173,7 +177,7 @@ def session_timeline(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFram
 def billing_totals(turns: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
     """One row for the fleet of live sessions: billed (view tokens over all turns), uncompacted
     (history_tokens over all turns), saved_share (1 - billed/uncompacted, null when 0)."""
-    timeline = turn_timeline(turns, sessions)
+    timeline = _turn_rows(turns, sessions)
     return timeline.select(
         billed=pl.col("tokens").sum().cast(pl.Int64),
         uncompacted=pl.col("history_tokens").sum().cast(pl.Int64),
