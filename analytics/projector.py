@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -107,9 +109,16 @@ class _SwitchInterval:
 
 
 _SWITCH_INTERVAL = _SwitchInterval()
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: Exception, text: str = "") -> str:
+    if "surrogates not allowed" in str(exc) and (found := _lone_surrogate(text)):
+        where, char = found
+        return (
+            f"invalid event: {where} holds a lone surrogate (\\u{ord(char):04x}), which is not "
+            "Unicode text"
+        )
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -117,6 +126,27 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON: {exc.msg} at column {exc.colno}"
     return f"invalid event: {exc}"
+
+
+def _lone_surrogate(text: str) -> tuple[str, str] | None:
+    """(where, the character): the first key or string of the JSON line ``text`` holding a lone
+    surrogate, as a path such as ``payload.messages[2].content``; None if there is none."""
+    try:
+        stack: list[tuple[str, Any]] = [("the line", json.loads(text))]
+    except ValueError:
+        return None
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key, inner in reversed(value.items()):
+                path = key if where == "the line" else f"{where}.{key}"
+                stack.append((path, inner))
+                stack.append((f"a key of {where}", key))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", inner) for i, inner in reversed(list(enumerate(value))))
+        elif isinstance(value, str) and (char := _SURROGATE.search(value)):
+            return where, char.group()
+    return None
 
 
 def parse_line(text: str) -> tuple[Event, str]:
@@ -280,7 +310,7 @@ class Projector:
         try:
             event, stored = parse_line(text)
         except (ValueError, TypeError, KeyError, OverflowError, ValidationError) as exc:
-            bad.append(QuarantinedLine(source, line, _reason(exc), text[:MAX_RAW]))
+            bad.append(QuarantinedLine(source, line, _reason(exc, text), text[:MAX_RAW]))
             return
         batch.event_id.append(event.event_id)
         batch.type.append(event.type)

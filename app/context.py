@@ -82,6 +82,16 @@ def _markers(store: EventStore, sid: str | None) -> pl.DataFrame:
     return marks.join(sizes, on="id", how="left")
 
 
+def _retention(store: EventStore, sid: str | None) -> pl.DataFrame:
+    """Retention as the CLI materialises it: no-op compactions and deleted sessions left out."""
+    scope = _session_list(sid)
+    return retention_detail(
+        anchor_items_frame(store, scope),
+        compactions_frame(store, scope),
+        sessions_frame(store, scope),
+    )
+
+
 READS: dict[str, Read] = {
     "fleet": lambda s, _: fleet_stats(s),
     "summaries": lambda s, _: session_summaries(s),
@@ -102,7 +112,7 @@ READS: dict[str, Read] = {
     "timeline": _timeline,
     "markers": _markers,
     "postmortems": lambda s, sid: postmortem_json(s, sid, counterfactuals=True),
-    "retention": lambda s, sid: retention_detail(anchor_items_frame(s, _session_list(sid))),
+    "retention": _retention,
     "retention_fleet": lambda s, _: retention_status_rows(s),
     "silent_drops_fleet": lambda s, _: job_table(s, "job_silent_drops"),
 }

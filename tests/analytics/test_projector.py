@@ -499,6 +499,41 @@ def test_invalid_lines_are_quarantined_with_reason_and_line_while_neighbours_lan
         assert_same_tables(before, snapshot(store))
 
 
+def test_a_lone_surrogate_is_quarantined_with_where_it_is_while_neighbours_land(
+    tmp_path: Path,
+) -> None:
+    """JSON may escape a lone surrogate (a foreign writer; our sink scrubs them). Such a line is
+    not Unicode text: it is quarantined with its raw text, and the reason says which field."""
+    factory = EventFactory("sur")
+    in_id = json.loads(_valid(factory, 1))
+    in_id["session_id"] = "a\ud800b"
+    appended = MessageAppended(index=0, role="user", bytes=1, sha256="0" * 64, content="x")
+    in_text = json.loads(factory.make(appended).to_json_line())
+    in_text["payload"]["content"] = "ok \udfff"
+    lines = [
+        _valid(factory, 2),
+        json.dumps(in_id),  # the escapes stay escapes: "\\ud800" in the file
+        json.dumps(in_text),
+        _valid(factory, 3),
+    ]
+    spool = tmp_path / "spool" / "sur.jsonl"
+    spool.parent.mkdir()
+    spool.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with EventStore.for_home(tmp_path) as store:
+        result = Projector(store, tmp_path / "spool").ingest()
+        q = store.query("SELECT line, reason, raw FROM quarantine ORDER BY line")
+
+    assert (result.new_events, result.quarantined) == (2, 2)
+    assert q["line"].to_list() == [2, 3]
+    assert q["reason"].to_list() == [
+        "invalid event: session_id holds a lone surrogate (\\ud800), which is not Unicode text",
+        "invalid event: payload.content holds a lone surrogate (\\udfff), which is not "
+        "Unicode text",
+    ]
+    assert q["raw"].to_list() == lines[1:3]
+
+
 def _poison(kind: str) -> str:
     line = _valid(EventFactory("poison", start_seq=1), 1)
     raw = json.loads(line)
