@@ -11,8 +11,10 @@ decides *when* to offload; that is the compactor's job.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -23,6 +25,10 @@ from compactor.safepath import confined, safe_name
 from compactor.tokens import utf8_len
 
 OFFLOAD_DIR = Path(".compactlens") / "tool_results"
+HASH_SECRET_FILE = Path(".compactlens") / "hash-secret"
+"""Metadata capture keys each session's hashes with HMAC(this secret, session id): a session
+resumed by a new process hashes equal messages equally. Owner-only, beside the offloaded files
+(which hold the very content the hashes stand for)."""
 PLACEHOLDER_PREFIX = "[offloaded: "
 
 
@@ -77,6 +83,17 @@ class CompactionOffloader:
             preview_lines=self.preview_lines,
             preview_chars=self.preview_chars,
         )
+
+    def hash_secret(self) -> bytes | None:
+        """The work dir's secret for metadata hashes (``HASH_SECRET_FILE``), made on first use
+        (32 random bytes, file 0600, created whole: written aside, then linked into place, so
+        two processes starting at once read the same one). None when it cannot be read or
+        written: the compactor then keys hashes per process."""
+        path = self.work_dir / HASH_SECRET_FILE
+        try:
+            return _read_secret(path) or _create_secret(path)
+        except OSError:
+            return None
 
     @property
     def session_dir(self) -> Path:
@@ -219,3 +236,32 @@ class OffloadHook:
         entry, placeholder = done
         self.entries.append(entry)
         return placeholder
+
+
+_SECRET_BYTES = 32
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) != _SECRET_BYTES:
+        raise OSError(f"{path} is not a compactlens hash secret ({len(data)} bytes)")
+    return data
+
+
+def _create_secret(path: Path) -> bytes | None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_bytes(_SECRET_BYTES))
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process got there first
+            os.link(aside, path)  # atomic: the file appears whole or not at all
+    finally:
+        aside.unlink(missing_ok=True)
+    return _read_secret(path)

@@ -71,6 +71,7 @@ class ProgressiveCompactor:
         fallback: TokenBudgetCompactor | None = None,
         estimator: TokenEstimator | None = None,
         capture: Capture = "full",
+        hash_secret: bytes | None = None,
     ) -> None:
         self.summarizer = as_summarizer(summarizer)
         self.context_window = context_window
@@ -89,7 +90,12 @@ class ProgressiveCompactor:
         self.todo_injector = todo_injector
         self.estimator = estimator or ByteEstimator()
         self.capture: Capture = capture
-        self.hash_key = hash_key(capture)
+        if hash_secret is None and capture == "metadata" and self.offloader is not None:
+            hash_secret = self.offloader.hash_secret()
+        self.hash_secret = hash_secret
+        """Metadata capture: what this session's hash key is derived from (the offloader's
+        work dir secret unless given; None: a random key, for this process only)."""
+        self.hash_key = hash_key(capture, session_id, hash_secret)
         """The key of this session's hashes in metadata capture (None in full capture)."""
         self.fallback = (
             fallback.rebind(estimator=self.estimator, offloader=self.offloader)
@@ -132,6 +138,7 @@ class ProgressiveCompactor:
             fallback=self.fallback,
             estimator=estimator or self.estimator,
             capture=capture or self.capture,
+            hash_secret=self.hash_secret,
         )
 
     # ------------------------------------------------------------ decisions

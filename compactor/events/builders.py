@@ -29,11 +29,18 @@ from compactor.records import CompactionRecord
 from compactor.tokens import message_bytes
 
 
-def hash_key(capture: Capture) -> bytes | None:
+def hash_key(capture: Capture, session_id: str = "", secret: bytes | None = None) -> bytes | None:
     """The key a session's hashes are made with: none for full capture (content addresses are
-    shared, so text is stored once), a random one for metadata capture, so that a metadata
-    session's hashes match each other but never another session's content."""
-    return secrets.token_bytes(16) if capture == "metadata" else None
+    shared, so text is stored once); for metadata capture one per session, so that a metadata
+    session's hashes match each other but never another session's content. With a ``secret``
+    it is HMAC(secret, session id), the same in every process (a resumed session hashes equal
+    messages equally); without, a random one, for this process only."""
+    if capture != "metadata":
+        return None
+    if secret is None:
+        return secrets.token_bytes(16)
+    own = session_id.encode("utf-8", "surrogatepass")
+    return hmac.new(secret, own, hashlib.sha256).digest()[:16]
 
 
 def sha256_of(msg: Message, key: bytes | None = None) -> str:

@@ -423,3 +423,64 @@ def test_metadata_hashes_join_nothing_outside_their_session() -> None:
     assert not set(full) & set(meta)
     started = {e.session_id: e.payload for e in sink.of_type("session_started")}
     assert started["full"].system_prompt_sha256 != started["metadata"].system_prompt_sha256  # type: ignore[union-attr]
+
+
+_RESUME_HASHES = """
+import json, sys
+from pathlib import Path
+from compactor import (
+    CompactionOffloader, CompactionSession, ExtractiveSummarizer, MemorySink, Message,
+    ProgressiveCompactor,
+)
+work, session_id = Path(sys.argv[1]), sys.argv[2]
+sink = MemorySink()
+session = CompactionSession(
+    ProgressiveCompactor(
+        ExtractiveSummarizer(), 50_000, offloader=CompactionOffloader(work, session_id)
+    ),
+    "sys",
+    session_id=session_id,
+    event_sink=sink,
+    capture="metadata",
+)
+session.append(Message(role="user", content="deploy the secret build"))
+print(json.dumps([e.payload.sha256 for e in sink.of_type("message_appended")]))
+"""
+
+
+def _metadata_hashes(work: Path, session_id: str) -> list[str]:
+    """The message hashes of a metadata session run in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RESUME_HASHES, str(work), session_id],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    hashes: list[str] = json.loads(done.stdout)
+    return hashes
+
+
+def test_a_metadata_session_resumed_by_a_new_process_hashes_equal_messages_equally(
+    tmp_path: Path,
+) -> None:
+    first = _metadata_hashes(tmp_path, "r")
+    again = _metadata_hashes(tmp_path, "r")  # a restart: another process, the same session
+    other = _metadata_hashes(tmp_path, "s")
+
+    assert first == again
+    assert not set(first) & set(other)  # still keyed per session
+    secret = tmp_path / ".compactlens" / "hash-secret"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert len(secret.read_bytes()) == 32
+    assert not list(secret.parent.glob("*.tmp"))
+
+
+def test_an_unreadable_hash_secret_falls_back_to_a_key_for_this_process(tmp_path: Path) -> None:
+    secret = tmp_path / ".compactlens" / "hash-secret"
+    secret.parent.mkdir(parents=True)
+    secret.write_bytes(b"not a secret")  # a file of ours it is not: never overwritten
+
+    assert CompactionOffloader(tmp_path, "r").hash_secret() is None
+    assert _metadata_hashes(tmp_path, "r") != _metadata_hashes(tmp_path, "r")
+    assert secret.read_bytes() == b"not a secret"
