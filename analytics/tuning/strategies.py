@@ -10,6 +10,8 @@ here measures (``analytics.tuning.metrics`` does) or writes outside a temporary 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import tempfile
 from collections.abc import Sequence
@@ -169,19 +171,30 @@ class NoCompaction:
         return "no-compaction"
 
     def run(self, session: ImportedSession, window: int) -> StrategyResult:
+        """Each turn's view is ``truncate_to_window`` of what came before, measured with the
+        running sums of message sizes: time linear in the history, not quadratic."""
         system, history = split_system(session)
         result = StrategyResult(history=history, system=system)
         task = find_task_index(history)
         head = [system] if system is not None else []
+        limit = window_bytes(window)
+        sizes = [view_bytes([m]) for m in history]
+        before = list(itertools.accumulate(sizes, initial=0))  # before[i]: bytes of history[:i]
+        head_bytes = view_bytes(head)
         for i in turn_indices(history):
             view, dropped = [*head, *history[:i]], False
-            if view_bytes(view) > window_bytes(window):
-                if task is not None and task < i:
-                    view, dropped = truncate_to_window(
-                        [*head, history[task]], history[task + 1 : i], window
-                    )
-                else:
-                    view, dropped = truncate_to_window(head, history[:i], window)
+            if head_bytes + before[i] > limit:
+                base, first, base_bytes = head, 0, head_bytes
+                if task is not None and task < i:  # the task stays, what precedes it goes
+                    base, first = [*head, history[task]], task + 1
+                    base_bytes += sizes[task]
+                if base_bytes + before[i] - before[first] <= limit:
+                    view = [*base, *history[first:i]]
+                else:  # the longest suffix within the budget, moved on past tool results
+                    start = bisect.bisect_left(before, before[i] - (limit - base_bytes), first, i)
+                    while start < i and history[start].is_tool_result:
+                        start += 1
+                    view, dropped = [*base, *history[start:i]], True
             result.turns.append(TurnView(index=i, view=view, emergency=dropped))
         return result
 

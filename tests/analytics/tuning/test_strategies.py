@@ -7,6 +7,11 @@ bytes; a masked result is 27 bytes (the 25-byte placeholder and its id); a summa
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
+from analytics.importers import ImportedSession
 from analytics.tuning import (
     NoCompaction,
     ObservationMasking,
@@ -15,7 +20,21 @@ from analytics.tuning import (
     ThresholdSummary,
     measure,
 )
-from compactor import CompactorConfig, estimate_tokens, validate_history
+from analytics.tuning.strategies import (
+    split_system,
+    truncate_to_window,
+    turn_indices,
+    view_bytes,
+    window_bytes,
+)
+from compactor import (
+    CompactorConfig,
+    Message,
+    ToolCall,
+    estimate_tokens,
+    find_task_index,
+    validate_history,
+)
 from tests.analytics.tuning.builders import FixedSummarizer, six_turn_session
 
 
@@ -103,3 +122,56 @@ def test_tool_time_offload_shrinks_every_view_after_a_large_result() -> None:
     hooked = measure(session, ProgressiveStrategy(config, True).run(session, 100_000), 100_000)
     assert plain.tokens_billed == 1734  # a large window: nothing to compact
     assert hooked.tokens_billed < plain.tokens_billed
+
+
+def _truncated_per_turn(
+    session: ImportedSession, window: int
+) -> list[tuple[int, bool, list[Message]]]:
+    """NoCompaction's views as its definition says, re-measuring every turn from scratch."""
+    system, history = split_system(session)
+    head = [system] if system is not None else []
+    task = find_task_index(history)
+    out = []
+    for i in turn_indices(history):
+        view, dropped = [*head, *history[:i]], False
+        if view_bytes(view) > window_bytes(window):
+            if task is not None and task < i:
+                view, dropped = truncate_to_window(
+                    [*head, history[task]], history[task + 1 : i], window
+                )
+            else:
+                view, dropped = truncate_to_window(head, history[:i], window)
+        out.append((i, dropped, view))
+    return out
+
+
+def _odd_session(seed: int) -> ImportedSession:
+    """Sizes from empty to one huge result, results that cannot be a suffix's first message,
+    the task late or missing, surrogates: what the running sums must measure exactly."""
+    rng = random.Random(seed)
+    msgs = [Message(role="system", content="S" * rng.choice([0, 40]))]
+    if rng.random() < 0.2:
+        msgs.append(Message(role="assistant", content="hello first"))
+    if rng.random() < 0.8:
+        msgs.append(Message(role="user", content="## Task\n" + "t" * rng.randrange(0, 3000)))
+    for k in range(rng.randrange(5, 40)):
+        call = ToolCall(id=f"c{k}\ud800", name="run", arguments='{"cmd": "ls é"}')
+        msgs.append(Message(role="assistant", content="", tool_calls=[call]))
+        size = rng.choice([0, 1, 50, 400, 5000, 200_000])
+        msgs.append(Message(role="tool", content="r" * size, tool_call_id=f"c{k}\ud800"))
+        if rng.random() < 0.3:
+            msgs.append(Message(role="user", content="more " * rng.randrange(0, 100)))
+    msgs.append(Message(role="assistant", content="done"))
+    return ImportedSession(
+        session_id=f"odd{seed}", source_path="built", format="openai", messages=msgs
+    )
+
+
+@pytest.mark.parametrize("window", [10, 400, 2_000, 60_000])
+def test_no_compaction_is_its_per_turn_definition_on_odd_sessions(window: int) -> None:
+    for seed in range(12):
+        session = _odd_session(seed)
+        fast = NoCompaction().run(session, window)
+        assert [(t.index, t.emergency, t.view) for t in fast.turns] == _truncated_per_turn(
+            session, window
+        ), seed
