@@ -260,6 +260,13 @@ class _Items:
         return len(self.ci)
 
 
+def pair_codes(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """One integer per pair of ids below ``n``: ``a * n + b``, in 64 bits (the ids are 4-byte,
+    and their product overflows 4 bytes past 46,341 distinct texts)."""
+    codes: np.ndarray = a.astype(np.int64) * n + b
+    return codes
+
+
 def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.ndarray]:
     """(b_rid, a_rid, similarity: the best match >= 60 in k of each item of k+1 that has no
     equal text there; whether each item, as an item of k, matched something in k+1, equal or
@@ -282,7 +289,8 @@ def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.nd
         .select("a_rid", "b_rid")
     )
     # each distinct pair of texts is scored once (items recur from compaction to compaction)
-    pair = items.nid[pairs["a_rid"].to_numpy()] * items.n_nid + items.nid[pairs["b_rid"]]
+    a_nid, b_nid = items.nid[pairs["a_rid"].to_numpy()], items.nid[pairs["b_rid"].to_numpy()]
+    pair = pair_codes(a_nid, b_nid, items.n_nid)
     pairs = pairs.with_columns(pair=pair)
     distinct = pairs.unique("pair")
     a_text = norms.gather(items.tid[distinct["a_rid"].to_numpy()]).to_numpy()

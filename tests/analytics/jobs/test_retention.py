@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
+from analytics.jobs.anchor_matching import pair_codes
 from analytics.jobs.retention import (
     anchor_survival,
     intent_drift,
@@ -394,3 +396,13 @@ def test_unknown_and_missing_anchor_types_are_matched_within_themselves() -> Non
         ("c2", None, "added"),
         ("c2", None, "dropped"),
     ]
+
+
+def test_pairs_of_texts_keep_distinct_codes_past_four_byte_products() -> None:
+    """Items are numbered with 4-byte ids; a pair's code is their product and must not wrap
+    (it did past 46,341 distinct texts, and fuzzy scores were joined to the wrong pairs)."""
+    n = 100_000
+    a = np.array([n - 1, n - 2, 46_341], dtype=np.int32)
+    b = np.array([n - 1, 0, 46_340], dtype=np.int32)
+    codes = pair_codes(a, b, n)
+    assert codes.tolist() == [(n - 1) * n + n - 1, (n - 2) * n, 46_341 * n + 46_340]
