@@ -37,6 +37,7 @@ ANCHOR_ORDER = tuple(t.value for t in AnchorType)
 _GOLDEN = 0x9E3779B97F4A7C15
 _STATUSES = ("added", "changed", "kept", "dropped")
 _ADDED, _CHANGED, _KEPT, _DROPPED = range(4)
+_MAX_ROWS = 1 << 31
 _MAX_POSITION = (1 << 20) - 1  # positions beyond sort together (an anchor has a few lines)
 _STRIP = " \t\r\n-*•·+>.,;:!?\"'`()[]{}"
 _INPUT_SCHEMA = {
@@ -328,6 +329,11 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
     similarity, item_norm, introduced_at, reaches_last, last_compaction. Rows are in session,
     compaction, anchor type and position order, dropped rows after the others. ``keep``, a
     predicate on the input's columns, leaves out the rows where it is false (or null)."""
+    if anchor_items.height >= _MAX_ROWS:
+        raise ValueError(
+            f"{anchor_items.height:,} anchor items in one call: at most {_MAX_ROWS - 1:,} "
+            "(row ids are 4-byte); match the sessions in parts"
+        )
     source = anchor_items.select(pl.col(c).cast(t) for c, t in _INPUT_SCHEMA.items())
     texts = _texts(source)
     rows = _rows(source, texts, pl.lit(True) if keep is None else keep.fill_null(False))
