@@ -178,8 +178,9 @@ def _compactions(source: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame
         .with_row_index("ci")
         .with_columns(
             pl.col("ci").cast(pl.Int32),
-            first=pl.col("session_id") != pl.col("session_id").shift(1).fill_null(""),
-            last=pl.col("session_id") != pl.col("session_id").shift(-1).fill_null(""),
+            # ne_missing: the edges (a null neighbour) differ even from an empty session id
+            first=pl.col("session_id").ne_missing(pl.col("session_id").shift(1)),
+            last=pl.col("session_id").ne_missing(pl.col("session_id").shift(-1)),
         )
     )
     if grouped:  # the compaction of each run: the inverse of the sort

@@ -44,7 +44,8 @@ def frames(draw: st.DrawFn) -> pl.DataFrame:
     rows = []
     for s in range(draw(st.integers(1, 3))):
         for k in range(draw(st.integers(1, 4))):
-            session = draw(st.sampled_from([f"s{s}"] * 5 + [None]))
+            # an empty id is an id: only null leaves a row out
+            session = draw(st.sampled_from([f"s{s}"] * 5 + [None, ""]))
             compaction = draw(st.sampled_from([f"s{s}c{k}"] * 5 + [None]))
             for _ in range(draw(st.integers(0, 5))):
                 rows.append(
