@@ -269,6 +269,18 @@ def pair_codes(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return codes
 
 
+def _texts_of(tid: np.ndarray, norms: pl.Series) -> np.ndarray:
+    """The normalised texts of ``tid`` as a numpy array of fresh Python strings: a join (a
+    gather of long strings from a small table costs several times more), and no string object
+    shared between elements (rapidfuzz's threads score shared ones at half the speed)."""
+    table = pl.DataFrame(
+        {"tid": pl.int_range(len(norms), dtype=pl.Int32, eager=True), "text": norms}
+    )
+    found = pl.DataFrame({"tid": tid}).join(table, on="tid", how="left", maintain_order="left")
+    texts: np.ndarray = found["text"].to_numpy()
+    return texts
+
+
 def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.ndarray]:
     """(b_rid, a_rid, similarity: the best match >= 60 in k of each item of k+1 that has no
     equal text there; whether each item, as an item of k, matched something in k+1, equal or
@@ -277,26 +289,22 @@ def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.nd
     matched[items.exact_a] = True
     done_b = items.dup.copy()
     done_b[items.exact_b] = True
-    a_rid = np.flatnonzero(~items.last & ~matched)
-    b_rid = np.flatnonzero(~items.first & ~done_b)
-
-    def group(rid: np.ndarray, ahead: int) -> np.ndarray:
-        ids: np.ndarray = (items.ci[rid].astype(np.int64) + ahead) * items.n_types
-        ids += items.torder[rid]
-        return ids
-
-    pairs = (
-        pl.DataFrame({"a_rid": a_rid, "group": group(a_rid, 1)})
-        .join(pl.DataFrame({"b_rid": b_rid, "group": group(b_rid, 0)}), on="group")
-        .select("a_rid", "b_rid")
+    # in Polars: over millions of items, numpy's fresh arrays cost more in page faults
+    ids = pl.DataFrame({"ci": items.ci, "torder": items.torder}).with_row_index("rid")
+    group = pl.col("ci").cast(pl.Int64) * items.n_types + pl.col("torder")
+    earlier = ids.filter(pl.Series(~items.last & ~matched)).select(
+        a_rid="rid", group=group + items.n_types
     )
+    later = ids.filter(pl.Series(~items.first & ~done_b)).select(b_rid="rid", group=group)
+    pairs = earlier.join(later, on="group").select("a_rid", "b_rid")
     # each distinct pair of texts is scored once (items recur from compaction to compaction)
     a_nid, b_nid = items.nid[pairs["a_rid"].to_numpy()], items.nid[pairs["b_rid"].to_numpy()]
     pair = pair_codes(a_nid, b_nid, items.n_nid)
     pairs = pairs.with_columns(pair=pair)
     distinct = pairs.unique("pair")
-    a_text = norms.gather(items.tid[distinct["a_rid"].to_numpy()]).to_numpy()
-    b_text = norms.gather(items.tid[distinct["b_rid"].to_numpy()]).to_numpy()
+    a_tid, b_tid = items.tid[distinct["a_rid"].to_numpy()], items.tid[distinct["b_rid"].to_numpy()]
+    both = _texts_of(np.concatenate([a_tid, b_tid]), norms)
+    a_text, b_text = both[: len(a_tid)], both[len(a_tid) :]
     scored = distinct.select("pair", _scores(a_text, b_text))
     fuzzy = (
         pairs.join(scored, on="pair")
