@@ -79,7 +79,7 @@ def _markers(store: EventStore, sid: str | None) -> pl.DataFrame:
     compactions = compactions_frame(store, scope)
     marks = compaction_turns(compactions, turns_frame(store, scope), sessions_frame(store, scope))
     sizes = compactions.select("id", "tokens_before", "tokens_after")
-    return marks.join(sizes, on="id", how="left")
+    return marks.join(sizes, on="id", how="left", maintain_order="left")
 
 
 def _retention(store: EventStore, sid: str | None) -> pl.DataFrame:

@@ -223,7 +223,9 @@ def artifact_detail(
     found = (
         head_artifacts(compaction_views, messages)
         .lazy()
-        .join(targets.select("compaction_id"), on="compaction_id", how="semi")
+        .join(
+            targets.select("compaction_id"), on="compaction_id", how="semi", maintain_order="left"
+        )
     )
     # a substring test per (view part, artifact): cheap literal searches, no automaton per row
     seen = (

@@ -192,9 +192,10 @@ def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl
         .agg(pl.col("name").last().alias("answered"))
     )
     called = (
-        calls.join(
+        calls.join(  # in call order: the names are joined in the order they were called
             rows.select("session_id", pl.col("idx").alias("call_idx")),
             on=["session_id", "call_idx"],
+            maintain_order="left",
         )
         .group_by("session_id", "call_idx")
         .agg(pl.col("name").str.join(", ").alias("called"))

@@ -172,7 +172,12 @@ def intent_drift(detail: pl.DataFrame) -> pl.DataFrame:
     )
     if (intents["n"] > 1).any():  # joining strings in groups is slow: only where needed
         joined = (
-            items.join(intents.filter(pl.col("n") > 1).select("g"), on="g", how="semi")
+            items.join(
+                intents.filter(pl.col("n") > 1).select("g"),
+                on="g",
+                how="semi",
+                maintain_order="left",
+            )
             .group_by("g")
             .agg(joined=pl.col("item_norm").str.join(" "))
         )
