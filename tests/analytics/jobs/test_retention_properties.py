@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from analytics.jobs.anchor_matching import normalise_item
 from analytics.jobs.retention import anchor_survival, intent_drift, retention_detail, silent_drops
+from tests.analytics.jobs.test_retention import frame as items_frame
 
 TEXTS = [
     "Use SQLite",
@@ -29,14 +30,6 @@ TEXTS = [
     None,
 ]
 TYPES = ["user_intent", "key_decision", "next_step", "custom_note", None]
-SCHEMA = {
-    "session_id": pl.String,
-    "compaction_id": pl.String,
-    "seq": pl.Int64,
-    "anchor_type": pl.String,
-    "position": pl.Int64,
-    "item": pl.String,
-}
 
 
 @st.composite
@@ -58,7 +51,7 @@ def frames(draw: st.DrawFn) -> pl.DataFrame:
                         draw(st.sampled_from(TEXTS)),
                     )
                 )
-    frame = pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    frame = items_frame(rows)  # type: ignore[arg-type]
     if draw(st.booleans()):
         frame = frame.sample(fraction=1.0, shuffle=True, seed=draw(st.integers(0, 99)))
     return frame
