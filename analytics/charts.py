@@ -81,30 +81,26 @@ def timeline_figure(
 def _turn_lines(turns: pl.DataFrame) -> go.Figure:
     """The view sent each turn, and the uncompacted history (hidden until asked for)."""
     fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=turns.get_column("turn").to_list(),
-            y=turns.get_column("tokens").to_list(),
-            mode="lines",
-            name="view sent",
-            line={"color": "#1f77b4"},
-        )
-    )
+    fig.add_trace(_line(turns, "tokens", "view sent", {"color": "#1f77b4"}))
     if (
         "history_tokens" in turns.columns
         and turns.get_column("history_tokens").null_count() < turns.height
     ):
-        fig.add_trace(
-            go.Scatter(
-                x=turns.get_column("turn").to_list(),
-                y=turns.get_column("history_tokens").to_list(),
-                mode="lines",
-                name="uncompacted history",
-                line={"color": "#999999", "dash": "dot"},
-                visible="legendonly",
-            )
-        )
+        history = {"color": "#999999", "dash": "dot"}
+        trace = _line(turns, "history_tokens", "uncompacted history", history)
+        fig.add_trace(trace.update(visible="legendonly"))
     return fig
+
+
+def _line(turns: pl.DataFrame, column: str, name: str, line: dict[str, str]) -> go.Scatter:
+    """``column`` per turn as a line."""
+    return go.Scatter(
+        x=turns.get_column("turn").to_list(),
+        y=turns.get_column(column).to_list(),
+        mode="lines",
+        name=name,
+        line=line,
+    )
 
 
 def _bands(fig: go.Figure, levels: Mapping[str, float], window: int) -> None:
