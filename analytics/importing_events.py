@@ -102,6 +102,8 @@ def session_events(
 class _RecordSession:
     factory: EventFactory
     known: set[str] = field(default_factory=set)
+    key: bytes | None = None
+    """Metadata capture: the key of this session's hashes (offloaded results' included)."""
 
 
 StoredSession = Callable[[str], tuple[int, set[str]] | None]
@@ -132,13 +134,13 @@ class RecordEvents:
             self.skipped += 1
             return out
         state.known.add(record.id)
-        kept = record if self.capture == "full" else redact_record(record)
+        kept = record if self.capture == "full" else redact_record(record, state.key)
         if not record.session_id:
             kept = kept.model_copy(update={"session_id": sid})
         items = anchor_item_rows(kept) if self.capture == "full" else []
         payload = CompactionRecorded(record=kept, before=[], after=[], anchor_items=items)
         out.append(_with_id(state.factory.make(payload), "record", record.id))
-        for k, entry in enumerate(record.offloaded):
+        for k, entry in enumerate(kept.offloaded):
             offload = ToolResultOffloaded(record_id=record.id, **entry.model_dump())
             out.append(_with_id(state.factory.make(offload), "record", record.id, "offload", k))
         return out
@@ -159,5 +161,6 @@ class RecordEvents:
                 metadata={"source_path": source_path, "format": RECORDS_FORMAT},
             )
             out.append(_with_id(state.factory.make(started), "import", sid, 0))
+        state.key = hash_key(self.capture)
         self._sessions[sid] = state
         return state

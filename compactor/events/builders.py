@@ -83,14 +83,18 @@ def message_appended(
     )
 
 
-def redact_record(record: CompactionRecord) -> CompactionRecord:
+def redact_record(record: CompactionRecord, key: bytes | None = None) -> CompactionRecord:
     """The record without summary, anchor text or error text (for ``capture="metadata"``):
-    the error becomes its fixed codes, which never quote a provider or the content."""
+    the error becomes its fixed codes, which never quote a provider or the content; the
+    offloaded results' content hashes are keyed with ``key`` (the session's ``hash_key``),
+    like every other hash of the session."""
     anchors = [a.model_copy(update={"content": REDACTED}) for a in record.anchors]
     error = "; ".join(record.error_codes) if record.error else ""
     if record.error and not record.error_codes:
         error = "error"  # a record from elsewhere, without codes: say only that there was one
-    return record.model_copy(update={"summary_text": "", "anchors": anchors, "error": error})
+    offloaded = [e.model_copy(update={"sha256": _keyed(e.sha256, key)}) for e in record.offloaded]
+    update = {"summary_text": "", "anchors": anchors, "error": error, "offloaded": offloaded}
+    return record.model_copy(update=update)
 
 
 def anchor_item_rows(record: CompactionRecord) -> list[AnchorItem]:
@@ -149,7 +153,7 @@ def compaction_recorded(
                 )
             )
     full = capture == "full"
-    record = outcome.record if full else redact_record(outcome.record)
+    record = outcome.record if full else redact_record(outcome.record, key)
     return CompactionRecorded(
         record=record,
         before=before,

@@ -346,6 +346,27 @@ def test_metadata_capture_never_writes_content_summaries_or_previews(
 
 
 @pytest.mark.parametrize(
+    ("capture", "plain"), [("metadata", False), ("full", True)], ids=["metadata", "full-control"]
+)
+def test_metadata_capture_keys_the_hashes_of_offloaded_results_too(
+    tmp_path: Path, capture: Capture, plain: bool
+) -> None:
+    """An offloaded result's plain content hash would join the session to anyone holding the
+    same text: in metadata capture it is keyed in the record and in the offload event alike."""
+    session = make_session(tmp_path, window=60_000, capture=capture)
+
+    run_a_full_session(session)
+
+    digests = {e.sha256 for r in session.records for e in r.offloaded}
+    lines = [e.to_json_line() for e in memory(session).events]
+    assert digests
+    assert all(any(d in line for line in lines) is plain for d in digests)
+    offloaded = [e.payload for e in memory(session).of_type("tool_result_offloaded")]
+    in_records = {e.sha256 for p in recorded(session) for e in p.record.offloaded}
+    assert {o.sha256 for o in offloaded} == in_records  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         pytest.param(f"Sorry, I cannot summarise this: {SECRET}", id="plain"),
