@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
 import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 from compactor.errors import OffloadError
@@ -23,6 +26,8 @@ from compactor.messages import Message
 from compactor.records import OffloadEntry
 from compactor.safepath import confined, safe_name
 from compactor.tokens import utf8_len
+
+log = logging.getLogger(__name__)
 
 OFFLOAD_DIR = Path(".compactlens") / "tool_results"
 HASH_SECRET_FILE = Path(".compactlens") / "hash-secret"
@@ -86,13 +91,15 @@ class CompactionOffloader:
 
     def hash_secret(self) -> bytes | None:
         """The work dir's secret for metadata hashes (``HASH_SECRET_FILE``), made on first use
-        (32 random bytes, file 0600, created whole: written aside, then linked into place, so
-        two processes starting at once read the same one). None when it cannot be read or
-        written: the compactor then keys hashes per process."""
+        (32 random bytes, file 0600, created whole: written to a file of its own, then linked
+        into place, so processes and threads starting at once all read the same one). None,
+        with a warning logged, when it cannot be read or written, or is not a regular file of
+        32 bytes (a symlink is not followed): the compactor then keys hashes per process."""
         path = self.work_dir / HASH_SECRET_FILE
         try:
             return _read_secret(path) or _create_secret(path)
-        except OSError:
+        except OSError as exc:
+            log.warning("metadata hashes keyed for this process only: %s", exc)
             return None
 
     @property
@@ -243,9 +250,15 @@ _SECRET_BYTES = 32
 
 def _read_secret(path: Path) -> bytes | None:
     try:
-        data = path.read_bytes()
+        # no symlink followed; O_NONBLOCK: a FIFO of that name must not hang the agent
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = handle.read(_SECRET_BYTES + 1)
     if len(data) != _SECRET_BYTES:
         raise OSError(f"{path} is not a compactlens hash secret ({len(data)} bytes)")
     return data
@@ -253,15 +266,14 @@ def _read_secret(path: Path) -> bytes | None:
 
 def _create_secret(path: Path) -> bytes | None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, aside = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out:  # mkstemp: 0600, a name no other writer has
             out.write(secrets.token_bytes(_SECRET_BYTES))
             out.flush()
             os.fsync(out.fileno())
-        with contextlib.suppress(FileExistsError):  # another process got there first
+        with contextlib.suppress(FileExistsError):  # another writer got there first
             os.link(aside, path)  # atomic: the file appears whole or not at all
     finally:
-        aside.unlink(missing_ok=True)
+        os.unlink(aside)
     return _read_secret(path)

@@ -9,8 +9,11 @@ text in metadata events, a resumed session restarting its seq.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -484,3 +487,36 @@ def test_an_unreadable_hash_secret_falls_back_to_a_key_for_this_process(tmp_path
     assert CompactionOffloader(tmp_path, "r").hash_secret() is None
     assert _metadata_hashes(tmp_path, "r") != _metadata_hashes(tmp_path, "r")
     assert secret.read_bytes() == b"not a secret"
+
+
+def test_threads_making_the_hash_secret_at_once_all_read_the_same_one(tmp_path: Path) -> None:
+    offloaders = [CompactionOffloader(tmp_path, f"s{i}") for i in range(8)]
+    start = threading.Barrier(len(offloaders))
+
+    def secret(offloader: CompactionOffloader) -> bytes | None:
+        start.wait()
+        return offloader.hash_secret()
+
+    with ThreadPoolExecutor(len(offloaders)) as pool:
+        found = list(pool.map(secret, offloaders))
+
+    on_disk = (tmp_path / ".compactlens" / "hash-secret").read_bytes()
+    assert found == [on_disk] * len(offloaders)
+    assert [p.name for p in (tmp_path / ".compactlens").iterdir()] == ["hash-secret"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
+def test_a_hash_secret_that_is_not_a_regular_file_is_not_used(tmp_path: Path, kind: str) -> None:
+    secret = tmp_path / ".compactlens" / "hash-secret"
+    secret.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"k" * 32)  # the right size: only what the name points at is wrong
+    if kind == "symlink":
+        secret.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(secret)  # reading it would wait for a writer forever
+    else:
+        secret.mkdir()
+
+    assert CompactionOffloader(tmp_path, "r").hash_secret() is None
+    assert elsewhere.read_bytes() == b"k" * 32
