@@ -229,7 +229,12 @@ def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
 def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
     """Tokens billed against the uncompacted history for the largest sessions
     (``job_session_timeline`` rows)."""
-    rows = timeline.sort("tokens_uncompacted", descending=True).head(top)
+    # no rows may mean no columns either (a job that never ran): sort only what is there
+    rows = (
+        timeline.sort("tokens_uncompacted", descending=True).head(top)
+        if timeline.height
+        else timeline
+    )
     sessions = rows.get_column("session_id").to_list() if rows.height else []
     fig = go.Figure()
     for column, name in (("tokens_billed", "billed"), ("tokens_uncompacted", "without compaction")):
@@ -246,10 +251,15 @@ def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
 
 def lead_ups_figure(lead_ups: pl.DataFrame, top: int = 20) -> go.Figure:
     """The ratio in the turns before each of the first ``top`` emergencies, one line each
-    (``lead_up`` rows with ``compaction_id``, ``turn``, ``ratio``)."""
+    (``job_lead_up`` rows: ``session_id``, ``compaction_id``, ``seq``, ``turn``, ``ratio``)."""
     fig = go.Figure()
+    # the first emergencies by session and time, whatever order the table was written in
     ids: list[str] = (
-        lead_ups.get_column("compaction_id").unique(maintain_order=True).head(top).to_list()
+        lead_ups.sort("session_id", "seq")
+        .get_column("compaction_id")
+        .unique(maintain_order=True)
+        .head(top)
+        .to_list()
         if lead_ups.height
         else []
     )

@@ -39,3 +39,21 @@ def test_the_report_is_self_contained_and_escapes_content(tmp_path: Path) -> Non
     assert len(re.findall(r'class="plotly-graph-div"', page)) == 5
     stats = json.loads(CliRunner().invoke(app, ["stats", "--json", "--home", str(home)]).stdout)
     assert f"<th>effective compactions</th><td>{stats['compactions']['total']:,}</td>" in page
+
+
+def test_a_report_of_a_store_without_sessions_is_written_with_empty_figures(
+    tmp_path: Path,
+) -> None:
+    """A new store, or one whose spool held nothing valid: the jobs never wrote a table."""
+    home = tmp_path / "home"
+    (home / "spool").mkdir(parents=True)
+    (home / "spool" / "only.jsonl").write_text("not an event\n", encoding="utf-8")
+    ingest(home)
+    out = tmp_path / "report.html"
+
+    done = CliRunner().invoke(app, ["report", str(out), "--home", str(home)])
+
+    assert done.exit_code == 0, done.output
+    assert done.exception is None
+    page = out.read_text(encoding="utf-8")
+    assert len(re.findall(r'class="plotly-graph-div"', page)) == 5
