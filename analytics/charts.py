@@ -254,17 +254,14 @@ def lead_ups_figure(lead_ups: pl.DataFrame, top: int = 20) -> go.Figure:
     (``job_lead_up`` rows: ``session_id``, ``compaction_id``, ``seq``, ``turn``, ``ratio``)."""
     fig = go.Figure()
     # the first emergencies by session and time, whatever order the table was written in
+    ordered = lead_ups.sort("session_id", "seq") if lead_ups.height else lead_ups
     ids: list[str] = (
-        lead_ups.sort("session_id", "seq")
-        .get_column("compaction_id")
-        .unique(maintain_order=True)
-        .head(top)
-        .to_list()
-        if lead_ups.height
+        ordered.get_column("compaction_id").unique(maintain_order=True).head(top).to_list()
+        if ordered.height
         else []
     )
     for cid in ids:
-        rows = lead_ups.filter(pl.col("compaction_id") == cid)
+        rows = ordered.filter(pl.col("compaction_id") == cid)
         fig.add_trace(
             go.Scatter(
                 x=rows.get_column("turn").to_list(),
