@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from analytics.importers.json_text import SURROGATE
 from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine, claim_parent
 from analytics.store_files import (
     BACKUP_STAMP,
@@ -109,7 +109,6 @@ class _SwitchInterval:
 
 
 _SWITCH_INTERVAL = _SwitchInterval()
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _reason(exc: Exception, text: str = "") -> str:
@@ -133,7 +132,7 @@ def _lone_surrogate(text: str) -> tuple[str, str] | None:
     surrogate, as a path such as ``payload.messages[2].content``; None if there is none."""
     try:
         stack: list[tuple[str, Any]] = [("the line", json.loads(text))]
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     while stack:
         where, value = stack.pop()
@@ -144,9 +143,16 @@ def _lone_surrogate(text: str) -> tuple[str, str] | None:
                 stack.append((f"a key of {where}", key))
         elif isinstance(value, list):
             stack.extend((f"{where}[{i}]", inner) for i, inner in reversed(list(enumerate(value))))
-        elif isinstance(value, str) and (char := _SURROGATE.search(value)):
+        elif isinstance(value, str) and (char := SURROGATE.search(value)):
             return where, char.group()
     return None
+
+
+def source_name(path: Path) -> str:
+    """The name a spool file is stored under (offsets, events, quarantine): its file name, with
+    bytes that are not UTF-8 (a name Python decoded with ``surrogateescape``) written as
+    ``\\xNN``, so that such a file loads instead of failing every commit."""
+    return path.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def parse_line(text: str) -> tuple[Event, str]:
@@ -157,7 +163,10 @@ def parse_line(text: str) -> tuple[Event, str]:
     try:
         return Event.model_validate_json(text), text
     except ValidationError:
-        event = parse_event(text)
+        try:
+            event = parse_event(text)
+        except RecursionError:  # json.loads gives up past ~1,000 levels: a bad line, no crash
+            raise ValueError("JSON nested too deeply to parse (over about 1,000 levels)") from None
         return event, event.model_dump_json()
 
 
@@ -192,7 +201,9 @@ class Projector:
 
     def pending_bytes(self) -> int:
         offsets = self.store.offsets()
-        return sum(max(0, f.stat().st_size - offsets.get(f.name, (0, 0))[0]) for f in self._files())
+        return sum(
+            max(0, f.stat().st_size - offsets.get(source_name(f), (0, 0))[0]) for f in self._files()
+        )
 
     def _files(self) -> list[Path]:
         if not self.spool_dir.is_dir():
@@ -213,7 +224,7 @@ class Projector:
         # the GIL while it works): on two cores that hides most of the parsing time.
         jobs: list[tuple[Path, int, int]] = []
         for path in self._files():
-            offset, lines = offsets.get(path.name, (0, 0))
+            offset, lines = offsets.get(source_name(path), (0, 0))
             if path.stat().st_size < offset:
                 offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
             if path.stat().st_size != offset:
@@ -274,14 +285,14 @@ class Projector:
         for raw in chunk.split(b"\n")[:-1]:
             parsed.end_line += 1
             if raw.strip():
-                self._parse_into(raw, path.name, parsed.end_line, parsed.batch, parsed.bad)
+                self._parse_into(raw, source_name(path), parsed.end_line, parsed.batch, parsed.bad)
         parsed.bytes = len(chunk)
         parsed.batch.seal()
         return parsed
 
     def _commit(self, parsed: _Parsed) -> IngestResult:
         """Events, quarantined lines and the new offset of one chunk, in one transaction."""
-        offsets = {parsed.path.name: (parsed.end, parsed.end_line)}
+        offsets = {source_name(parsed.path): (parsed.end, parsed.end_line)}
         new = self.store.commit_batch(parsed.batch, parsed.bad, offsets)
         return IngestResult(
             lines=parsed.end_line - parsed.lines_before,

@@ -17,7 +17,8 @@ from typing import Any
 
 BOM = "\ufeff"
 REPLACEMENT = "\ufffd"
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A surrogate code point (U+D800 to U+DFFF): UTF-8 cannot encode one."""
 _ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -87,7 +88,7 @@ def line_of(text: str, offset: int) -> int:
 
 def _replace(value: Any, counter: list[int]) -> Any:
     if isinstance(value, str):
-        return _SURROGATE.sub(lambda _m: _count(counter), value)
+        return SURROGATE.sub(lambda _m: _count(counter), value)
     if isinstance(value, list):
         return [_replace(v, counter) for v in value]
     if isinstance(value, dict):

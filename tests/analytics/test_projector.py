@@ -534,6 +534,45 @@ def test_a_lone_surrogate_is_quarantined_with_where_it_is_while_neighbours_land(
     assert q["raw"].to_list() == lines[1:3]
 
 
+def test_a_line_nested_too_deeply_is_quarantined_and_the_ingest_goes_on(tmp_path: Path) -> None:
+    """json.loads gives up past ~1,000 levels with a RecursionError: that line is bad input,
+    not a crash that would stop every later ingest at the same offset."""
+    factory = EventFactory("deep")
+    deep = '{"event_id": "x", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    spool = tmp_path / "spool" / "deep.jsonl"
+    spool.parent.mkdir()
+    spool.write_text("\n".join([_valid(factory, 1), deep, _valid(factory, 2)]) + "\n")
+
+    with EventStore.for_home(tmp_path) as store:
+        result = Projector(store, tmp_path / "spool").ingest()
+        q = store.query("SELECT line, reason FROM quarantine")
+        again = Projector(store, tmp_path / "spool").ingest()
+
+    assert (result.new_events, result.quarantined) == (2, 1)
+    assert q.rows() == [
+        (2, "invalid event: JSON nested too deeply to parse (over about 1,000 levels)")
+    ]
+    assert (again.lines, again.quarantined) == (0, 0)
+
+
+def test_a_spool_file_whose_name_is_not_utf8_loads_under_an_escaped_name(tmp_path: Path) -> None:
+    factory = EventFactory("odd-name")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    odd = os.fsdecode(b"run-\xff.jsonl")  # a byte no UTF-8 name holds
+    (spool / odd).write_text(_valid(factory, 1) + "\n")
+    (spool / "z-after.jsonl").write_text(_valid(factory, 2) + "\n")  # sorts after it
+
+    with EventStore.for_home(tmp_path) as store:
+        first = Projector(store, spool).ingest()
+        again = Projector(store, spool).ingest()
+        sources = store.query("SELECT source FROM events ORDER BY seq")["source"].to_list()
+
+    assert first.new_events == 2
+    assert sources == ["run-\\xff.jsonl", "z-after.jsonl"]
+    assert again.lines == 0  # its offset is found again under the same name
+
+
 def _poison(kind: str) -> str:
     line = _valid(EventFactory("poison", start_seq=1), 1)
     raw = json.loads(line)
