@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,24 +219,31 @@ class Projector:
         started = time.perf_counter()
         total = IngestResult()
         offsets = self.store.offsets()
-        todo = self.pending_bytes() if progress else 0
         # Parsing the next chunk (Python) overlaps committing this one (DuckDB, which releases
         # the GIL while it works): on two cores that hides most of the parsing time.
         jobs: list[tuple[Path, int, int]] = []
+        todo = 0
         for path in self._files():
             offset, lines = offsets.get(source_name(path), (0, 0))
-            if path.stat().st_size < offset:
+            length = path.stat().st_size
+            if length < offset:
                 offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
-            if path.stat().st_size != offset:
+            if length != offset:
                 jobs.append((path, offset, lines))
+                todo += length - offset
         total.files = len(jobs)
+        if not jobs:  # the usual poll: no thread pool, no process-wide switch interval change
+            total.seconds = time.perf_counter() - started
+            return total
         with (
             self.store.one_thread(),
             _SWITCH_INTERVAL.lowered(GIL_SWITCH_S),
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool,
         ):
             size = min(FIRST_CHUNK_BYTES, self.chunk_bytes)
-            pending = pool.submit(self._parse_next, jobs, 0, *jobs[0][1:], size) if jobs else None
+            pending: Future[tuple[int, _Parsed | None]] | None = pool.submit(
+                self._parse_next, jobs, 0, *jobs[0][1:], size
+            )
             while pending is not None:
                 at, parsed = pending.result()
                 if parsed is None:

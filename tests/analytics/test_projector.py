@@ -614,9 +614,30 @@ def test_line_that_breaks_conversion_is_quarantined_not_fatal(tmp_path: Path, ki
 def test_overlapping_ingests_restore_the_switch_interval_when_the_last_one_ends() -> None:
     before = sys.getswitchinterval()
     first, second = (_SWITCH_INTERVAL.lowered(GIL_SWITCH_S) for _ in range(2))
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)  # the first one out must not restore it yet
-    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
-    second.__exit__(None, None, None)
-    assert sys.getswitchinterval() == before
+    try:
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)  # the first one out must not restore it yet
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
+        second.__exit__(None, None, None)
+        assert sys.getswitchinterval() == before
+    finally:
+        sys.setswitchinterval(before)  # a failure above must not slow the rest of the run
+
+
+def test_an_ingest_with_nothing_new_leaves_the_switch_interval_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app polls the spool every 1.5 s: a poll that finds nothing touches no process-wide
+    setting (and starts no thread)."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "a.jsonl").write_text(_valid(EventFactory("idle"), 1) + "\n")
+    with EventStore.for_home(tmp_path) as store:
+        assert Projector(store, spool).ingest().new_events == 1
+        changes: list[float] = []
+        monkeypatch.setattr(sys, "setswitchinterval", changes.append)
+        idle = Projector(store, spool).ingest()
+
+    assert (idle.files, idle.lines) == (0, 0)
+    assert changes == []
