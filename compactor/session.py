@@ -57,6 +57,11 @@ class CompactionSession:
         start_seq: int | None = None,
         resume: Sequence[Message] = (),
     ) -> None:
+        if resume and not session_id:
+            raise ValueError(
+                "resume= needs the session_id of the session it resumes: under a new id, the "
+                "resumed messages would be recorded nowhere"
+            )
         # an id is written in every event: scrubbed once here, it is the same id on the way
         # in (resume lookups) and on the way out (the spool)
         self.session_id = scrub(session_id) if session_id else str(uuid.uuid4())

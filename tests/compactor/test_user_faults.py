@@ -520,3 +520,12 @@ def test_a_hash_secret_that_is_not_a_regular_file_is_not_used(tmp_path: Path, ki
 
     assert CompactionOffloader(tmp_path, "r").hash_secret() is None
     assert elsewhere.read_bytes() == b"k" * 32
+
+
+def test_resuming_without_the_session_id_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="session_id"):
+        CompactionSession(
+            ProgressiveCompactor(ExtractiveSummarizer(), 50_000),
+            "sys",
+            resume=[Message(role="user", content="one")],
+        )
