@@ -29,24 +29,23 @@ import polars as pl
 from numpy.typing import NDArray
 from rapidfuzz import fuzz, process
 
+from analytics.jobs.common import conform
 from compactor import AnchorType
 
 KEPT_SIMILARITY = 90.0
 CHANGED_SIMILARITY = 60.0
 ANCHOR_ORDER = tuple(t.value for t in AnchorType)
 _GOLDEN = 0x9E3779B97F4A7C15
-_STATUSES = ("added", "changed", "kept", "dropped")
-_ADDED, _CHANGED, _KEPT, _DROPPED = range(4)
 _MAX_ROWS = 1 << 31
 _MAX_POSITION = (1 << 20) - 1  # positions beyond sort together (an anchor has a few lines)
 _STRIP = " \t\r\n-*•·+>.,;:!?\"'`()[]{}"
-_INPUT_SCHEMA = {
-    "session_id": pl.String,
-    "compaction_id": pl.String,
-    "seq": pl.Int64,
-    "anchor_type": pl.String,
-    "position": pl.Int64,
-    "item": pl.String,
+_INPUT_SCHEMA: dict[str, pl.DataType] = {
+    "session_id": pl.String(),
+    "compaction_id": pl.String(),
+    "seq": pl.Int64(),
+    "anchor_type": pl.String(),
+    "position": pl.Int64(),
+    "item": pl.String(),
 }
 _DETAIL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "session_id": pl.String,
@@ -88,27 +87,28 @@ def _scores(left: np.ndarray, right: np.ndarray) -> pl.Series:
 
 
 def _mixed(group: pl.Expr, text_hash: pl.Expr) -> pl.Expr:
-    """One 64-bit key for (group, text): the text's hash xor the group times a large odd number
-    (wrapping), so that equal keys mean equal pairs with overwhelming probability."""
+    """One 64-bit key for (group, text): the text's hash xor the group (an integer or another
+    hash) times a large odd number (wrapping), so that equal keys mean equal pairs with
+    overwhelming probability."""
     return text_hash ^ (group.cast(pl.UInt64) * pl.lit(_GOLDEN, dtype=pl.UInt64))
 
 
-def _written() -> pl.Expr:
-    """The 64-bit hash of an item as written: (anchor type, text)."""
-    return _mixed(pl.col("anchor_type").hash(), pl.col("item").hash())
+def _source(anchor_items: pl.DataFrame) -> pl.DataFrame:
+    """The input's six columns, plus ``raw_h``: one 64-bit hash of each item as written (anchor
+    type and text), computed once for the distinct texts and the rows alike."""
+    return conform(anchor_items, _INPUT_SCHEMA).with_columns(
+        raw_h=_mixed(pl.col("anchor_type").hash(), pl.col("item").hash())
+    )
 
 
 def _texts(source: pl.DataFrame) -> pl.DataFrame:
-    """One row per distinct item as written (``raw_h``: anchor type and text) whose normalised
+    """One row per distinct item as written (``raw_h``, see ``_source``) whose normalised
     text is non-empty: ``tid`` (row number), ``torder`` (the type's rank: :data:`ANCHOR_ORDER`,
     then other types sorted, then null), ``item_norm`` and ``nid``, a dense id of (type,
     normalised text): equal nids are equal items. Items recur from compaction to compaction, so
     working on the distinct ones is several times cheaper than on every row."""
     distinct = (
-        source.lazy()
-        .select("anchor_type", "item", raw_h=_written())
-        .unique("raw_h", keep="any")
-        .collect()
+        source.lazy().select("anchor_type", "item", "raw_h").unique("raw_h", keep="any").collect()
     )
     order = {t: i for i, t in enumerate(ANCHOR_ORDER)}
     extra = sorted(set(distinct["anchor_type"].drop_nulls().unique().to_list()) - set(order))
@@ -137,15 +137,16 @@ def _texts(source: pl.DataFrame) -> pl.DataFrame:
 def _rows(source: pl.DataFrame, texts: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
     """Integer columns of the usable input rows (ids present, ``keep`` true, a non-empty
     normalised text), in input order: ``row`` (index into the input), ``position`` (0 when
-    null), ``cid_h`` (the compaction id's hash) and the text's ``tid``, ``torder`` and ``nid``.
-    Four-byte integers: on big inputs, fresh memory (page faults) is what costs most."""
+    null, clipped to ``_MAX_POSITION``), ``cid_h`` (the compaction id's hash) and the text's
+    ``tid``, ``torder`` and ``nid``. Four-byte integers: on big inputs, fresh memory (page
+    faults) is what costs most."""
     return (
         source.lazy()
         .select(  # integers first, then the filter: no string column is copied
+            "raw_h",
             row=pl.int_range(pl.len(), dtype=pl.Int32),
             position=pl.col("position").fill_null(0).clip(0, _MAX_POSITION).cast(pl.Int32),
             cid_h=pl.col("compaction_id").hash(),
-            raw_h=_written(),
             usable=pl.all_horizontal(
                 pl.col("session_id").is_not_null(), pl.col("compaction_id").is_not_null(), keep
             ),
@@ -171,7 +172,10 @@ def _compactions(source: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame
     grouped = runs["cid_h"].n_unique() == runs.height  # one run per compaction
     firsts = runs if grouped else runs.filter(pl.col("cid_h").is_first_distinct())
     unsorted = source.select(pl.col("session_id", "compaction_id", "seq").gather(firsts["row"]))
-    order = unsorted.select(pl.arg_sort_by("session_id", "seq", "compaction_id")).to_series()
+    # a null seq last in its session, as in every other job (``common.in_session_order``)
+    order = unsorted.select(
+        pl.arg_sort_by("session_id", "seq", "compaction_id", nulls_last=True)
+    ).to_series()
     comps = (
         unsorted.with_columns(cid_h=firsts["cid_h"])
         .select(pl.all().gather(order))
@@ -211,7 +215,6 @@ class _Items:
     dup: np.ndarray
     exact_a: np.ndarray
     exact_b: np.ndarray
-    row: np.ndarray
     position: np.ndarray
     tid: np.ndarray
     nid: np.ndarray
@@ -249,7 +252,6 @@ class _Items:
         exact = ids.filter("link")
         self.exact_b = exact["rid"].to_numpy()
         self.exact_a = exact["before"].to_numpy()
-        self.row = rows["row"].to_numpy()
         self.position = rows["position"].to_numpy()
         self.tid = rows["tid"].to_numpy()
         self.nid = rows["nid"].to_numpy()
@@ -269,19 +271,15 @@ def pair_codes(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return codes
 
 
-def _texts_of(tid: np.ndarray, norms: pl.Series) -> np.ndarray:
-    """The normalised texts of ``tid`` as a numpy array of fresh Python strings: a join (a
-    gather of long strings from a small table costs several times more), and no string object
-    shared between elements (rapidfuzz's threads score shared ones at half the speed)."""
-    table = pl.DataFrame(
-        {"tid": pl.int_range(len(norms), dtype=pl.Int32, eager=True), "text": norms}
-    )
+def _texts_at(texts: pl.DataFrame, tid: np.ndarray, *columns: str) -> pl.DataFrame:
+    """``columns`` of the distinct texts at ``tid``, in that order: a join, since gathering
+    long strings from a small table costs three times more."""
+    table = texts.select(pl.col("tid").cast(pl.Int32), *columns)
     found = pl.DataFrame({"tid": tid}).join(table, on="tid", how="left", maintain_order="left")
-    texts: np.ndarray = found["text"].to_numpy()
-    return texts
+    return found.drop("tid")
 
 
-def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.ndarray]:
+def _fuzzy_matches(items: _Items, texts: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """(b_rid, a_rid, similarity: the best match >= 60 in k of each item of k+1 that has no
     equal text there; whether each item, as an item of k, matched something in k+1, equal or
     not). The texts are compared in bulk within (pair of compactions, anchor type)."""
@@ -303,7 +301,9 @@ def _fuzzy_matches(items: _Items, norms: pl.Series) -> tuple[pl.DataFrame, np.nd
     pairs = pairs.with_columns(pair=pair)
     distinct = pairs.unique("pair")
     a_tid, b_tid = items.tid[distinct["a_rid"].to_numpy()], items.tid[distinct["b_rid"].to_numpy()]
-    both = _texts_of(np.concatenate([a_tid, b_tid]), norms)
+    # as numpy arrays of fresh Python strings: rapidfuzz's threads score strings shared between
+    # elements at half the speed
+    both = _texts_at(texts, np.concatenate([a_tid, b_tid]), "item_norm")["item_norm"].to_numpy()
     a_text, b_text = both[: len(a_tid)], both[len(a_tid) :]
     scored = distinct.select("pair", _scores(a_text, b_text))
     fuzzy = (
@@ -320,7 +320,7 @@ def _chains(items: _Items, fuzzy: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
     the session's last compaction), by pointer jumping over the dense rids. In Polars: its
     allocator reuses the memory of the round before, where numpy's would page-fault afresh."""
     root = (
-        pl.Series(np.arange(len(items), dtype=np.int32 if len(items) < (1 << 31) else np.int64))
+        pl.Series(np.arange(len(items), dtype=np.int32))  # below _MAX_ROWS
         .scatter(items.exact_b, items.exact_a)
         .scatter(fuzzy["b_rid"], fuzzy["a_rid"])
     )
@@ -337,27 +337,24 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
     where it vanished: session_id, compaction_id, compaction_seq, anchor_type, item, status,
     similarity, item_norm, introduced_at, reaches_last, last_compaction. Rows are in session,
     compaction, anchor type and position order, dropped rows after the others. ``keep``, a
-    predicate on the input's columns, leaves out the rows where it is false (or null)."""
+    predicate on the six input columns (session_id, compaction_id, seq, anchor_type, position,
+    item), leaves out the rows where it is false (or null)."""
     if anchor_items.height >= _MAX_ROWS:
         raise ValueError(
             f"{anchor_items.height:,} anchor items in one call: at most {_MAX_ROWS - 1:,} "
             "(row ids are 4-byte); match the sessions in parts"
         )
-    source = anchor_items.select(pl.col(c).cast(t) for c, t in _INPUT_SCHEMA.items())
+    source = _source(anchor_items)
     texts = _texts(source)
     rows = _rows(source, texts, pl.lit(True) if keep is None else keep.fill_null(False))
     if rows.height == 0:
         return pl.DataFrame(schema=_DETAIL_SCHEMA)
     comps, ci = _compactions(source, rows)
     items = _Items(rows, comps, ci)
-    fuzzy, matched = _fuzzy_matches(items, texts["item_norm"])
-    fuzzy_b, fuzzy_similarity = fuzzy["b_rid"].to_numpy(), fuzzy["similarity"].to_numpy()
-    status = np.full(len(items), _ADDED, dtype=np.int8)
-    status[items.exact_b] = _KEPT
-    status[fuzzy_b] = np.where(fuzzy_similarity >= KEPT_SIMILARITY, _KEPT, _CHANGED)
+    fuzzy, matched = _fuzzy_matches(items, texts)
     similarity = pl.select(pl.repeat(None, len(items), dtype=pl.Float64)).to_series()
     similarity.scatter(items.exact_b, 100.0)
-    similarity.scatter(fuzzy_b, fuzzy_similarity)
+    similarity.scatter(fuzzy["b_rid"], fuzzy["similarity"])
     root, reaches = _chains(items, fuzzy)
     # the result: every item, then every dropped item again at the next compaction, in order
     gone = np.flatnonzero(~items.last & ~matched).astype(np.int32)
@@ -373,25 +370,20 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
         pl.col("last").gather(out_ci).alias("last_compaction"),
         pl.col("compaction_id").gather(items.ci[root[at]]).alias("introduced_at"),
     )
-    # a join, not a gather: gathering long strings from a small table costs three times more
-    of_text = (
-        pl.DataFrame({"tid": items.tid[at]})
-        .join(
-            texts.select(pl.col("tid").cast(pl.Int32), "anchor_type", "item", "item_norm"),
-            on="tid",
-            how="left",
-            maintain_order="left",
-        )
-        .drop("tid")
+    of_text = _texts_at(texts, items.tid[at], "anchor_type", "item", "item_norm")
+    # the status follows from the similarity (none: added); a dropped row has neither
+    score = pl.when(~pl.lit(pl.Series(dropped))).then(pl.lit(similarity.gather(at)))
+    of_status = pl.select(
+        status=pl.when(pl.lit(pl.Series(dropped)))
+        .then(pl.lit("dropped"))
+        .when(score >= KEPT_SIMILARITY)
+        .then(pl.lit("kept"))
+        .when(score.is_not_null())
+        .then(pl.lit("changed"))
+        .otherwise(pl.lit("added")),
+        similarity=score,
+        reaches_last=pl.lit(pl.Series(reaches[at])),
     )
-    of_status = pl.DataFrame(
-        {
-            "status": pl.Series(_STATUSES).gather(np.where(dropped, _DROPPED, status[at])),
-            "similarity": similarity.gather(at),
-            "dropped": dropped,
-            "reaches_last": reaches[at],
-        }
-    ).with_columns(pl.when(~pl.col("dropped")).then("similarity").alias("similarity"))
     return pl.concat([of_comp, of_text, of_status], how="horizontal").select(
         pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items()
     )

@@ -20,7 +20,7 @@ from analytics.jobs.anchor_matching import (
     match_anchor_items,
     similarities,
 )
-from analytics.jobs.common import deleted_ids
+from analytics.jobs.common import deleted_ids, is_effective
 
 __all__ = [
     "CHANGED_SIMILARITY",
@@ -81,7 +81,7 @@ def _counted(compactions: pl.DataFrame | None, sessions: pl.DataFrame | None) ->
     so that no filtered copy of the items is made."""
     keep = []
     if compactions is not None:
-        noops = compactions.filter(pl.col("effective").not_())["id"].cast(pl.String)
+        noops = compactions.filter(~is_effective())["id"].cast(pl.String)
         if noops.len():  # a filter on a set: cheaper than an anti-join over every item
             keep.append(~pl.col("compaction_id").is_in(noops.implode()))
     deleted = deleted_ids(sessions) if sessions is not None else None

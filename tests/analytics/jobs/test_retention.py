@@ -359,7 +359,8 @@ def test_the_same_text_across_a_session_boundary_is_not_kept() -> None:
 
 def test_rows_in_any_order_give_the_store_order_result() -> None:
     """The store hands rows over in compaction order; any other order (a hand-built frame)
-    gives the same result, item for item."""
+    gives the same result, item for item, when nothing ties (an item repeated in one anchor
+    keeps its first row, and equal fuzzy scores go to the first item: both follow the input)."""
     words = ["alpha parser", "billing retry", "cache schema", "router queue", "index auth"]
     rows = [
         (session, f"{session}-c{k}", k, kind, position, f"{kind}: {words[k // 2 + position]}")
@@ -399,8 +400,8 @@ def test_unknown_and_missing_anchor_types_are_matched_within_themselves() -> Non
 
 
 def test_pairs_of_texts_keep_distinct_codes_past_four_byte_products() -> None:
-    """Items are numbered with 4-byte ids; a pair's code is their product and must not wrap
-    (it did past 46,341 distinct texts, and fuzzy scores were joined to the wrong pairs)."""
+    """Items are numbered with 4-byte ids; a pair's code, ``a * n + b``, must not wrap (it did
+    past 46,341 distinct texts, and fuzzy scores were joined to the wrong pairs)."""
     n = 100_000
     a = np.array([n - 1, n - 2, 46_341], dtype=np.int32)
     b = np.array([n - 1, 0, 46_340], dtype=np.int32)
