@@ -11,7 +11,6 @@ the ``compactions`` projection) are not materialised; see ``analytics.report``.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +25,8 @@ from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import retention_detail, silent_drops
 from analytics.jobs.timeline import session_timeline
 from analytics.store import EventStore
-from analytics.store_results import JobResults
+from analytics.store_results import JOB_TABLE, TABLE_EXISTS_SQL, JobResults
 
-_JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
 CHUNK_SESSIONS = 500
 """Sessions recomputed per transaction: bounds the memory of one refresh (message text
 included) and keeps each chunk far below Arrow's 2 GiB string buffers."""
@@ -141,28 +139,29 @@ def refresh(
     marks = queries.session_watermarks(store)
     results = JobResults(store)
     report = RefreshReport()
-    plans: dict[tuple[str, ...], list[tuple[Job, pl.DataFrame, list[str], bool]]] = {}
+    # jobs with the same stale sessions share them: (those sessions, [(job, gone, reset)])
+    plans: dict[tuple[str, ...], tuple[pl.DataFrame, list[tuple[Job, list[str], bool]]]] = {}
     for job in jobs:
         stamps = results.job_stamps(job.name)
         reset = bool(stamps.height) and bool((stamps.get_column("version") != job.version).any())
         stale = marks if reset else _stale(marks, stamps)
         gone = _gone(marks, stamps)
         key = tuple(stale.get_column("session_id").to_list())
-        plans.setdefault(key, []).append((job, stale, gone, reset))
+        plans.setdefault(key, (stale, []))[1].append((job, gone, reset))
         report.recomputed[job.name] = stale.height
         report.dropped[job.name] = len(gone)
         report.seconds[job.name] = 0.0
-    for group in plans.values():
-        stale = group[0][1]
+    for stale, group in plans.values():
         for first in range(0, max(stale.height, 1), CHUNK_SESSIONS):
             chunk = stale.slice(first, CHUNK_SESSIONS)
             inputs = JobInputs(store, chunk.get_column("session_id").to_list())
-            for job, _stale_all, gone, reset in group:
+            for job, gone, reset in group:
                 if not chunk.height and not (first == 0 and gone):
                     continue
                 started = time.perf_counter()
                 if progress is not None:
-                    progress(f"{job.name}: sessions {first + 1}-{first + chunk.height}")
+                    done = f"sessions {first + 1}-{first + chunk.height}" if chunk.height else ""
+                    progress(f"{job.name}: {done or f'dropping {len(gone)} sessions'}")
                 rows = job.compute(inputs) if chunk.height else {}
                 results.replace_job_results(
                     job.name,
@@ -193,13 +192,9 @@ def _gone(marks: pl.DataFrame, stamps: pl.DataFrame) -> list[str]:
 
 def job_table_exists(store: EventStore, table: str) -> bool:
     """True when the job writing ``table`` (a ``job_*`` name, checked) has run on this store."""
-    if not _JOB_TABLE.fullmatch(table):
+    if not JOB_TABLE.fullmatch(table):
         raise ValueError(f"{table!r} is not a job table name (job_<name>)")
-    return bool(
-        store.query(
-            "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [table]
-        ).item()
-    )
+    return bool(store.query(TABLE_EXISTS_SQL, [table]).item())
 
 
 def job_table(store: EventStore, table: str) -> pl.DataFrame:

@@ -19,7 +19,9 @@ import polars as pl
 from analytics.errors import StoreError
 from analytics.store import EventStore
 
-_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
+JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
+"""What a job table's name must match (it is written into SQL)."""
+TABLE_EXISTS_SQL = "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?"
 
 STAMPS_DDL = """CREATE TABLE IF NOT EXISTS job_stamps (
     job VARCHAR NOT NULL, session_id VARCHAR NOT NULL, version INTEGER NOT NULL,
@@ -57,7 +59,7 @@ class JobResults:
         ``gone`` sessions from ``tables`` (all the job's tables: a refresh that only drops
         sessions has no rows to name them by). ``reset`` recreates the tables."""
         for table in [*results, *tables]:
-            if not _TABLE.fullmatch(table):
+            if not JOB_TABLE.fullmatch(table):
                 raise ValueError(f"{table!r} is not a job table name (job_<name>)")
         sessions = [*stamps.get_column("session_id").to_list(), *gone]
         try:
@@ -79,9 +81,7 @@ class JobResults:
             ) from exc
 
     def _exists(self, table: str) -> bool:
-        found = self.con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
-        ).fetchone()
+        found = self.con.execute(TABLE_EXISTS_SQL, [table]).fetchone()
         return bool(found and found[0])
 
     def _replace_rows(
