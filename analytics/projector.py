@@ -279,20 +279,24 @@ class Projector:
         with path.open("rb") as fh:
             fh.seek(offset)
             data = fh.read(size)
-            while data and b"\n" not in data:
-                more = fh.read(size)
-                if not more:
-                    return None  # only a torn last line: wait for the rest
-                data += more
+            if data and b"\n" not in data:  # one line longer than size: read on to its end
+                pieces = [data]
+                while b"\n" not in pieces[-1]:  # each piece scanned once, joined once
+                    more = fh.read(size)
+                    if not more:
+                        return None  # only a torn last line: wait for the rest
+                    pieces.append(more)
+                data = b"".join(pieces)
         end = data.rfind(b"\n")
         if end < 0:
             return None
         chunk = data[: end + 1]
         parsed = _Parsed(path, EventBatch(), [], offset + len(chunk), lines, lines_before=lines)
+        source = source_name(path)
         for raw in chunk.split(b"\n")[:-1]:
             parsed.end_line += 1
             if raw.strip():
-                self._parse_into(raw, source_name(path), parsed.end_line, parsed.batch, parsed.bad)
+                self._parse_into(raw, source, parsed.end_line, parsed.batch, parsed.bad)
         parsed.bytes = len(chunk)
         parsed.batch.seal()
         return parsed
