@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from analytics.materialize import job_table_exists
+from analytics.queries import EFFECTIVE
 from analytics.store import EventStore
 
 _LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
@@ -27,9 +28,9 @@ def session_summaries(store: EventStore) -> pl.DataFrame:
         f"""WITH t AS (SELECT session_id, count(*) AS turns, max(tokens) AS peak_tokens
                        FROM turns WHERE {_LIVE} GROUP BY session_id),
                  c AS (SELECT session_id,
-                              count(*) FILTER (WHERE coalesce(effective, true) AND tier > 0)
+                              count(*) FILTER (WHERE {EFFECTIVE} AND tier > 0)
                                 AS compactions,
-                              count(*) FILTER (WHERE coalesce(effective, true) AND tier = 4)
+                              count(*) FILTER (WHERE {EFFECTIVE} AND tier = 4)
                                 AS emergencies
                        FROM compactions WHERE {_LIVE} GROUP BY session_id),
                  o AS (SELECT session_id, count(*) AS offloads FROM offloads
@@ -78,7 +79,7 @@ def emergency_list(store: EventStore, session_id: str | None = None) -> pl.DataF
     return store.query(
         f"""SELECT session_id, id AS compaction_id, seq, occurred_at, tokens_before,
               tokens_after, n_dropped, emergency
-            FROM compactions WHERE tier = 4 AND coalesce(effective, true) {where}
+            FROM compactions WHERE tier = 4 AND {EFFECTIVE} {where}
             ORDER BY occurred_at DESC, session_id, seq LIMIT 1000""",
         params,
     )

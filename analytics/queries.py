@@ -15,6 +15,10 @@ import polars as pl
 from analytics.store import EventStore
 from compactor import CompactorConfig
 
+EFFECTIVE = "coalesce(effective, true)"
+"""SQL: a compaction that changed the view. A null ``effective`` (records written before the
+flag existed) counts as effective, as in ``analytics.jobs.common.is_effective``."""
+
 
 def _live(column: str = "session_id") -> str:
     return f"{column} IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"

@@ -18,6 +18,7 @@ import polars as pl
 from analytics import queries
 from analytics.app_queries import compaction_figures, retention_status_rows
 from analytics.jobs.artifacts import overall_artifact_retention
+from analytics.jobs.common import is_effective
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.retention import anchor_survival
 from analytics.jobs.tiers import emergency_summary
@@ -37,9 +38,11 @@ SELECT
   (SELECT count(*) FROM anchor_items WHERE {live}) AS anchor_items,
   (SELECT count(*) FROM offloads WHERE {live}) AS offloads,
   (SELECT median(compression_ratio) FROM compactions
-    WHERE effective AND tier > 0 AND {live}) AS median_compression_ratio,
+    WHERE {effective} AND tier > 0 AND {live}) AS median_compression_ratio,
   (SELECT count(*) FROM quarantine) AS quarantined
-""".replace("{live}", "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)")
+""".replace(
+    "{live}", "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
+).replace("{effective}", queries.EFFECTIVE)
 
 
 def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, Any]:
@@ -81,7 +84,7 @@ def _count(store: EventStore, table: str) -> int:
 
 def _compactions(compactions: pl.DataFrame) -> dict[str, Any]:
     real = compactions.filter(pl.col("tier") > 0)
-    effective = real.filter(pl.col("effective").fill_null(True))
+    effective = real.filter(is_effective())
     by_tier = {t.name: effective.filter(pl.col("tier") == int(t)).height for t in TIERS}
     return {"total": effective.height, "noops": real.height - effective.height, "by_tier": by_tier}
 
