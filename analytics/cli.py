@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -37,7 +36,8 @@ from analytics.commands import (
     run_replay,
     run_watch,
 )
-from analytics.inputs import skipped_issues
+from analytics.importers import ImportIssue
+from analytics.inputs import split_issues
 from analytics.projector import IngestResult
 from analytics.store import EventStore
 from analytics.terminal import (
@@ -95,13 +95,11 @@ FormatOption = Annotated[
 ]
 
 
-def _finish(report: RunReport, paths: Sequence[Path]) -> None:
+def _finish(report: RunReport, skipped: list[ImportIssue], rejected: list[ImportIssue]) -> None:
     """Problem lines, then exit 1 if any input was rejected or any event not recorded.
 
     Files found in a folder that are not transcripts are listed as skipped and do not count.
     """
-    skipped = skipped_issues(paths, report.issues)
-    rejected = [i for i in report.issues if i not in skipped]
     print_skipped(skipped)
     print_issues(rejected)
     for note in report.notes():
@@ -141,8 +139,9 @@ def import_(
             on_file=bars.files("importing"),
             on_ingest=bars.spool("projecting"),
         )
-    import_summary(report, len(skipped_issues(paths, report.issues)))
-    _finish(report, paths)
+    skipped, rejected = split_issues(paths, report.issues)
+    import_summary(report, len(skipped))
+    _finish(report, skipped, rejected)
 
 
 def _summarizer(spec: str) -> Summarizer:
@@ -218,7 +217,8 @@ def replay(
             on_file=bars.files("replaying"),
             on_ingest=bars.spool("projecting"),
         )
-    replay_summary(report, window, len(skipped_issues(paths, report.issues)))
+    skipped, rejected = split_issues(paths, report.issues)
+    replay_summary(report, window, len(skipped))
     over = [r for r in report.replays if r.max_view_tokens > window]
     if over:
         window_too_small(
@@ -226,7 +226,7 @@ def replay(
             f"{len(over)} of {len(report.replays)} sessions still had a view over the window "
             "after compaction: their system prompt, task and newest exchange alone exceed it",
         )
-    _finish(report, paths)
+    _finish(report, skipped, rejected)
 
 
 def _print_batch(result: IngestResult) -> None:

@@ -18,7 +18,7 @@ import typer
 
 from analytics.cli_common import Command, HomeOption, WindowOption, handled, resolve_home
 from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
-from analytics.inputs import skipped_issues
+from analytics.inputs import split_issues
 from analytics.materialize import JOBS, Job, refresh
 from analytics.report import write_report
 from analytics.stats import fleet_stats
@@ -160,8 +160,7 @@ def tune(
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-    skipped = skipped_issues(paths, found.issues)  # README, manifest.json in a folder
-    rejected = [i for i in found.issues if i not in skipped]
+    skipped, rejected = split_issues(paths, found.issues)  # skipped: a folder's README, ...
     print_skipped(skipped)
     print_issues(rejected)
     payload = tune_json(found)

@@ -5,7 +5,7 @@ order, hidden entries skipped: the same walk as ``analytics.importers.import_pat
 progress can be counted in files. ``iter_file`` reads one file with the importers: conversations
 become ``ImportedSession``s, harness9 record files (detected, or named with ``--format``) become
 ``CompactionRecord``s. Every problem becomes an ``ImportIssue``; nothing here raises for bad
-input, and nothing here writes. ``skipped_issues`` tells the files found in a folder that are
+input, and nothing here writes. ``split_issues`` tells the files found in a folder that are
 simply not transcripts (skipped) from the rejected ones.
 """
 
@@ -65,16 +65,15 @@ def iter_file(file: Path, fmt: FormatChoice, issues: list[ImportIssue]) -> Itera
         issues.append(_unexpected(file, exc))
 
 
-def skipped_issues(
+def split_issues(
     paths: Sequence[str | os.PathLike[str]], issues: Sequence[ImportIssue]
-) -> list[ImportIssue]:
-    """The issues of files found by walking a folder that are simply not transcripts.
-
-    Those files are skipped, not rejected; a file named in ``paths`` is rejected whatever the
-    reason, since the user asked for it.
-    """
+) -> tuple[list[ImportIssue], list[ImportIssue]]:
+    """(skipped, rejected): skipped are the issues of files found by walking a folder that are
+    simply not transcripts; a file named in ``paths`` is rejected whatever the reason, since
+    the user asked for it."""
     named = {str(Path(p)) for p in paths}
-    return [i for i in issues if i.unrecognised and i.path not in named]
+    skipped = [i for i in issues if i.unrecognised and i.path not in named]
+    return skipped, [i for i in issues if i not in skipped]
 
 
 def _holds_records(file: Path) -> bool:
