@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from analytics.importing_events import derived_event_id
 from analytics.store import EventStore
-from compactor.events import Event, EventFactory, SessionDeleted
+from compactor.events import ENVELOPE_HEAD, Event, EventFactory, SessionDeleted
 
 Action = Literal["new", "unchanged", "resumed", "replaced"]
 
@@ -203,10 +203,6 @@ def _version(
     )
 
 
-_HEAD = re.compile(
-    rb'^\{"event_id":"[^"]*","type":"([a-z_]+)","schema_version":\d+,'
-    rb'"session_id":"((?:[^"\\]|\\.)*)","seq":(\d+),'
-)
 _RECORD_ID = re.compile(rb'"record":\{"id":"((?:[^"\\]|\\.)*)"')
 
 
@@ -230,11 +226,11 @@ class _SpoolScan:
             self._line(raw)
 
     def _line(self, raw: bytes) -> None:
-        head = _HEAD.match(raw)
+        head = ENVELOPE_HEAD.match(raw)
         if head is None:
             self._parsed(raw)
             return
-        kind, sid, seq = head.group(1).decode(), _unescape(head.group(2)), int(head.group(3))
+        kind, sid, seq = head.group(1).decode(), json.loads(head.group(2)), int(head.group(3))
         self.max_seq[sid] = max(self.max_seq.get(sid, -1), seq)
         if kind == "message_appended":
             self.messages.setdefault(sid, set()).add(seq)

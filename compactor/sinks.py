@@ -14,7 +14,6 @@ import atexit
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import uuid
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from compactor.encoding import utf8
-from compactor.events import Event, parse_event
+from compactor.events import ENVELOPE_HEAD, Event, parse_event
 from compactor.safepath import safe_name
 
 log = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ class SpoolSink:
 
     def _track(self, line: str) -> None:
         assert self._seqs is not None
-        for sid, seq in _SEQ_RE.findall(line.encode("utf-8", "replace")):
+        for _kind, sid, seq in ENVELOPE_HEAD.findall(line.encode("utf-8", "replace")):
             key = json.loads(sid)
             self._seqs[key] = max(self._seqs.get(key, 0), int(seq) + 1)
 
@@ -192,15 +191,6 @@ class SpoolSink:
 
     def close(self) -> None:
         self.flush()
-
-
-_SEQ_RE = re.compile(
-    rb'^\{"event_id":"[^"]*","type":"[a-z_]+","schema_version":\d+,'
-    rb'"session_id":("(?:[^"\\]|\\.)*"),"seq":(\d+),',
-    re.MULTILINE,
-)
-"""The envelope's first fields, at the start of a line, in the order pydantic writes them: a
-scan needs no JSON parse, and text inside a payload (metadata quoting "seq") cannot match."""
 
 
 def _scan_seqs(spool_dir: Path) -> dict[str, int]:
@@ -216,7 +206,7 @@ def _scan_seqs(spool_dir: Path) -> dict[str, int]:
         except OSError as exc:
             log.warning("spool file %s unreadable while resuming a session: %s", path, exc)
             continue
-        for sid, seq in _SEQ_RE.findall(data):
+        for _kind, sid, seq in ENVELOPE_HEAD.findall(data):
             try:
                 key = json.loads(sid)
             except ValueError:

@@ -15,6 +15,7 @@ from compactor.events.builders import (
     sha256_of,
 )
 from compactor.events.schema import (
+    ENVELOPE_HEAD,
     EVENT_TYPES,
     REDACTED,
     SCHEMA_VERSIONS,
@@ -42,6 +43,7 @@ from compactor.events.schema import (
 )
 
 __all__ = [
+    "ENVELOPE_HEAD",
     "EVENT_TYPES",
     "REDACTED",
     "SCHEMA_VERSIONS",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 import uuid
@@ -227,6 +228,15 @@ class Event(BaseModel):
         """One JSON line; text UTF-8 cannot hold (lone surrogates) is scrubbed, not raised on."""
         return model_json_line(self)
 
+
+ENVELOPE_HEAD = re.compile(
+    rb'^\{"event_id":"[^"]*","type":"([a-z_]+)","schema_version":\d+,'
+    rb'"session_id":("(?:[^"\\]|\\.)*"),"seq":(\d+),',
+    re.MULTILINE,
+)
+"""The start of a line ``to_json_line`` wrote: type, session_id (as its JSON string, quotes
+included: ``json.loads`` it) and seq, in the order pydantic writes them. A scan of a spool needs
+no JSON parse, and text inside a payload (metadata quoting "seq") cannot match."""
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
