@@ -219,3 +219,6 @@ def test_a_previous_compaction_message_is_folded_not_dropped() -> None:
     assert "dropped" not in statuses
     # the folded compaction message is marked summarized but not counted as summarised content
     assert again.record.summarized == statuses.count("summarized") - 1
+    # from the inputs: all but the system message, the folded message and the kept tail
+    assert again.record.summarized == len(again.inputs) - 2 - again.record.preserved_tail
+    assert again.record.preserved_tail > 0
