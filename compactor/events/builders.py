@@ -130,9 +130,10 @@ def compaction_recorded(
     after: list[ViewItem] = []
     synthetic: list[SyntheticMessage] = []
     for m, src in zip(outcome.view, outcome.sources, strict=True):
-        same = src is not None and m is outcome.inputs[src]  # kept as is: hashed above already
-        digest = digests[src] if same and src is not None else sha256_of(m, key)
-        size = sizes[src] if same and src is not None else message_bytes(m)
+        if src is not None and m is outcome.inputs[src]:  # kept as is: measured above already
+            digest, size = digests[src], sizes[src]
+        else:
+            digest, size = sha256_of(m, key), message_bytes(m)
         if src is None:
             status: ViewStatus = "synthetic"
         elif m.role == "system" and src == 0:
