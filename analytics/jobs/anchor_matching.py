@@ -375,15 +375,18 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
     score = pl.when(~pl.lit(pl.Series(dropped))).then(pl.lit(similarity.gather(at)))
     of_status = pl.select(
         status=pl.when(pl.lit(pl.Series(dropped)))
-        .then(pl.lit("dropped"))
+        .then(3)
         .when(score >= KEPT_SIMILARITY)
-        .then(pl.lit("kept"))
+        .then(2)
         .when(score.is_not_null())
-        .then(pl.lit("changed"))
-        .otherwise(pl.lit("added")),
+        .then(1)
+        .otherwise(0),
         similarity=score,
         reaches_last=pl.lit(pl.Series(reaches[at])),
     )
+    # the names from codes: building 6M strings row by row in the expression costs more
+    names = pl.Series(["added", "changed", "kept", "dropped"]).gather(of_status["status"])
+    of_status = of_status.with_columns(status=names)
     return pl.concat([of_comp, of_text, of_status], how="horizontal").select(
         pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items()
     )
