@@ -6,7 +6,25 @@ imports only the public names of ``compactor`` (and the documented ``compactor.e
 other programs use; every module behind them is internal.
 """
 
-from analytics.app_queries import (
+from analytics.errors import (
+    AnalyticsError,
+    StoreCorruptError,
+    StoreError,
+    StoreIncompleteError,
+    StoreLockedError,
+    StoreUnwritableError,
+    StoreVersionError,
+    TranscriptError,
+    UnknownFormatError,
+)
+from analytics.jobs.anchor_matching import ANCHOR_ORDER
+from analytics.jobs.compression import compression_by_tier
+from analytics.jobs.offloads import offload_read_backs
+from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
+from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
+from analytics.jobs.tiers import compaction_turns
+from analytics.jobs.timeline import turn_timeline
+from analytics.queries.app import (
     compaction_figures,
     compaction_list,
     compaction_view,
@@ -18,7 +36,22 @@ from analytics.app_queries import (
     session_summaries,
     system_prompt,
 )
-from analytics.charts import (
+from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.queries.frames import (
+    anchor_items_frame,
+    compactions_frame,
+    messages_frame,
+    offloads_frame,
+    sessions_frame,
+    synthetic_frame,
+    turns_frame,
+    views_frame,
+)
+from analytics.queries.materialize import Job, job_table
+from analytics.queries.materialize import refresh as refresh_jobs
+from analytics.queries.stats import fleet_stats
+from analytics.replay.driver import ReplayResult, replay_session
+from analytics.report.charts import (
     THRESHOLDS,
     TIER_COLOURS,
     billing_figure,
@@ -32,41 +65,8 @@ from analytics.charts import (
     tier_counts_figure,
     timeline_figure,
 )
-from analytics.errors import (
-    AnalyticsError,
-    StoreCorruptError,
-    StoreError,
-    StoreIncompleteError,
-    StoreLockedError,
-    StoreUnwritableError,
-    StoreVersionError,
-    TranscriptError,
-    UnknownFormatError,
-)
-from analytics.findings import COUNTERFACTUAL_JOB, postmortem_json
-from analytics.jobs.anchor_matching import ANCHOR_ORDER
-from analytics.jobs.compression import compression_by_tier
-from analytics.jobs.offloads import offload_read_backs
-from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
-from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
-from analytics.jobs.tiers import compaction_turns
-from analytics.jobs.timeline import turn_timeline
-from analytics.materialize import Job, job_table
-from analytics.materialize import refresh as refresh_jobs
-from analytics.projector import IngestResult, Projector, RebuildResult, rebuild
-from analytics.queries import (
-    anchor_items_frame,
-    compactions_frame,
-    messages_frame,
-    offloads_frame,
-    sessions_frame,
-    synthetic_frame,
-    turns_frame,
-    views_frame,
-)
-from analytics.replay import ReplayResult, replay_session
-from analytics.stats import fleet_stats
 from analytics.store import EventStore
+from analytics.store.projector import IngestResult, Projector, RebuildResult, rebuild
 from analytics.tuning import (
     STRATEGY_KINDS,
     SessionMetrics,

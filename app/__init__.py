@@ -1,4 +1,6 @@
-"""app: the Streamlit + Plotly read-only UI over the analytics store (arrives with a later issue).
+"""app: the Streamlit + Plotly read-only UI over the analytics store.
 
-It may import ``analytics``'s public names, streamlit, plotly and polars; it never writes events.
+``main`` is the navigation; ``views/`` holds one module per page; ``context``, ``owner``,
+``files``, ``widgets`` and ``tuning_job`` are what the pages share. It imports ``analytics``'s
+public names, streamlit, plotly and polars only; it never writes events.
 """

@@ -1,8 +1,8 @@
 """App page speed: each page's script run (``AppTest.run``) on a store of 100,000 compactions.
 
 The store is built through the projector from real events: a few synthetic sessions
-(``analytics.synthetic``, 200 steps, message text cut to 600 characters so that 10^5 compactions
-fit in about 2.5 GB of spool) run through ``CompactionSession`` at a 6k window with a
+(``analytics.replay.synthetic``, 200 steps, message text cut to 600 characters so that 10^5
+compactions fit in about 2.5 GB of spool) run through ``CompactionSession`` at a 6k window with a
 ``SpoolSink``, then their spool lines cloned under new session ids (every UUID in a clone gets a
 suffix of its own, so event, record and compaction ids stay unique) until the store holds
 100,000 compaction events; plus one session of 5,000 turns (full text, 32k window) run for
@@ -30,10 +30,10 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from analytics.materialize import refresh
-from analytics.projector import Projector
+from analytics.queries.materialize import refresh
+from analytics.replay.synthetic import generate_session
 from analytics.store import EventStore
-from analytics.synthetic import generate_session
+from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
     CompactionSession,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from analytics.synthetic import SYSTEM_PROMPT, generate_session
+from analytics.replay.synthetic import SYSTEM_PROMPT, generate_session
 from compactor import (
     CompactionOffloader,
     CompactionSession,

@@ -22,9 +22,9 @@ from collections import Counter
 from pathlib import Path
 
 from analytics.importers import ImportedSession, import_path
-from analytics.projector import IngestResult, Projector
-from analytics.replay import ReplayResult, replay_session
+from analytics.replay.driver import ReplayResult, replay_session
 from analytics.store import EventStore
+from analytics.store.projector import IngestResult, Projector
 from compactor import (
     CompactionOffloader,
     CompactionTier,

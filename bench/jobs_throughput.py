@@ -37,10 +37,10 @@ from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
 from analytics.jobs.tiers import emergency_summary, tier_frequency, tier_transitions
 from analytics.jobs.timeline import billing_totals, session_timeline
-from analytics.materialize import refresh
-from analytics.projector import Projector
+from analytics.queries.materialize import refresh
+from analytics.replay.synthetic import generate_session
 from analytics.store import EventStore
-from analytics.synthetic import generate_session
+from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
     CompactionSession,

@@ -1,7 +1,7 @@
 """Projector throughput: 1,000,000 spooled events into a fresh DuckDB event store.
 
 The spool is written first, quickly but with valid events only: four producer files of realistic
-sessions (``analytics.synthetic`` shapes with short message content and unique tool-call ids,
+sessions (``analytics.replay.synthetic`` shapes with short message content and unique tool-call ids,
 ``usage_reported`` before each assistant message, and three real ``compaction_recorded`` events
 per session with their ``tool_result_offloaded`` events, taken from replays at a 32k window).
 Payloads come from the library's builders and ``model_dump_json``; only the envelope is
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.projector import Projector, parse_line
+from analytics.replay.synthetic import generate_session
 from analytics.store import EventStore
-from analytics.synthetic import generate_session
+from analytics.store.projector import Projector, parse_line
 from compactor import (
     CompactionOffloader,
     CompactionSession,

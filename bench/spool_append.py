@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from analytics.synthetic import generate_session
+from analytics.replay.synthetic import generate_session
 from compactor import (
     CompactionSession,
     ExtractiveSummarizer,

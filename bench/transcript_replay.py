@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from analytics.importers import import_path
-from analytics.replay import replay_session
+from analytics.replay.driver import replay_session
 from compactor import (
     CompactionOffloader,
     CompactionRecord,

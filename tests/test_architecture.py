@@ -72,9 +72,57 @@ def analytics_violations(path: Path) -> list[str]:
             missing = set(names) - surface
             if missing:
                 out.append(f"{path} imports non-public {module} names {sorted(missing)}")
-        if top == "duckdb" and path.name != "store.py":
-            out.append(f"{path}: duckdb belongs in the store layer")
+        if top == "duckdb" and room_of(path) != "store":
+            out.append(f"{path}: duckdb belongs in the store layer (analytics/store/)")
+        if top == "analytics":
+            out += room_violations(path, module)
     return out
+
+
+ROOMS: dict[str, set[str]] = {
+    "errors": set(),
+    "text": set(),
+    "jobs": set(),
+    "store": {"errors", "text"},
+    "importers": {"errors", "text", "store"},
+    "replay": {"errors", "text", "jobs", "importers"},
+    "queries": {"errors", "text", "jobs", "store", "importers", "replay"},
+    "tuning": {"errors", "text", "jobs", "importers", "replay"},
+    "report": {"errors", "text", "jobs", "store", "queries"},
+    "cli": {
+        "errors",
+        "text",
+        "jobs",
+        "store",
+        "importers",
+        "replay",
+        "queries",
+        "tuning",
+        "report",
+    },
+    "__init__": {"errors", "jobs", "store", "importers", "replay", "queries", "tuning", "report"},
+}
+"""Each room of ``analytics/`` and the rooms it may import (besides itself): the layers run one
+way, from the pure jobs and the store up to the command line; the package's ``__init__`` (the
+app's surface) may use every room but the command line."""
+
+
+def room_of(path: Path) -> str:
+    """The room of a module under ``analytics/``: its sub-package, or its module name."""
+    parts = path.parts[path.parts.index("analytics") + 1 :] if "analytics" in path.parts else ()
+    return parts[0].removesuffix(".py") if parts else path.stem
+
+
+def room_violations(path: Path, module: str) -> list[str]:
+    room = room_of(path)
+    target = module.split(".")[1] if "." in module else "__init__"
+    if target == room or room not in ROOMS:
+        return []
+    if target == "__init__":
+        return [f"{path} imports the analytics package itself: import the module it needs"]
+    if target not in ROOMS[room]:
+        return [f"{path} ({room}) imports {module}: {room} may use {sorted(ROOMS[room])}"]
+    return []
 
 
 def app_violations(path: Path, public: set[str]) -> list[str]:
@@ -131,12 +179,15 @@ def test_the_app_rule_catches_each_kind_of_violation(
         ("from compactor import CompactionOutcome", "non-public compactor names"),
         ("from compactor.events import Nope", "non-public compactor.events names"),
         ("import duckdb", "store layer"),
+        ("from analytics import EventStore", "the analytics package itself"),
+        ("from analytics.store import EventStore", "jobs may use []"),
     ],
 )
 def test_the_analytics_rule_catches_each_kind_of_violation(
     tmp_path: Path, line: str, expected: str
 ) -> None:
-    module = tmp_path / "jobs.py"
+    module = tmp_path / "analytics" / "jobs" / "mod.py"
+    module.parent.mkdir(parents=True)
     module.write_text(line + "\n", encoding="utf-8")
 
     problems = analytics_violations(module)
@@ -168,3 +219,63 @@ def test_compactor_imports_without_optional_sdks() -> None:
 def test_public_surface_names_exist() -> None:
     for name in compactor.__all__:
         assert hasattr(compactor, name), name
+
+
+@pytest.mark.parametrize("room", sorted(set(ROOMS) - {"cli"}))
+def test_each_room_rule_refuses_a_room_above_it(tmp_path: Path, room: str) -> None:
+    above = sorted(set(ROOMS) - ROOMS[room] - {room, "__init__"})
+    assert above, f"{room} may import every room: the rule could never fail"
+    name = "mod.py" if room != "__init__" and (ROOT / "analytics" / room).is_dir() else room
+    module = tmp_path / "analytics" / (room if name == "mod.py" else "") / name
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(f"from analytics.{above[0]} import anything\n", encoding="utf-8")
+
+    problems = analytics_violations(module)
+
+    assert len(problems) == 1 and f"({room})" in problems[0], problems
+
+
+def test_every_analytics_module_is_in_a_room() -> None:
+    rooms = {room_of(path) for path in _modules("analytics")}
+    assert rooms <= set(ROOMS), sorted(rooms - set(ROOMS))
+
+
+def test_the_rooms_form_layers_without_a_cycle() -> None:
+    done: set[str] = set()
+
+    def visit(room: str, path: tuple[str, ...]) -> None:
+        assert room not in path, f"rooms import each other in a cycle: {' -> '.join(path)}"
+        if room not in done:
+            for below in ROOMS[room]:
+                visit(below, (*path, room))
+            done.add(room)
+
+    for room in ROOMS:
+        visit(room, ())
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def test_analytics_modules_import_each_other_without_a_cycle() -> None:
+    paths = {_module_name(p): p for p in _modules("analytics")}
+    graph = {
+        name: {m for m, _names, _lazy in _imports(path) if m in paths and m != name}
+        for name, path in paths.items()
+    }
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        assert state.get(name) != 1, "import cycle: " + " -> ".join([*trail, name])
+        state[name] = 1
+        for dep in sorted(graph[name]):
+            visit(dep, [*trail, name])
+        state[name] = 2
+
+    for name in sorted(graph):
+        visit(name, [])

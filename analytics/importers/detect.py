@@ -17,7 +17,6 @@ from typing import Any
 
 from analytics.errors import UnknownFormatError
 from analytics.importers.harness9_records import looks_like_record
-from analytics.importers.json_text import parse_json
 from analytics.importers.reading import (
     Reporter,
     describe,
@@ -26,6 +25,7 @@ from analytics.importers.reading import (
     read_head,
 )
 from analytics.importers.session import FORMATS, TranscriptFormat
+from analytics.text import parse_json
 
 _MINI = re.compile(r'"trajectory_format"\s*:\s*"mini-swe-agent|"mini_version"\s*:')
 _TAU = re.compile(r'^\[\s*\{[\s\S]*?"traj"\s*:\s*\[')

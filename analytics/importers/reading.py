@@ -19,14 +19,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from analytics.errors import TranscriptError, UnknownFormatError
-from analytics.importers.json_text import (
+from analytics.importers.session import ImportIssue
+from analytics.text import (
     BOM,
     JsonTooDeepError,
     decode_error,
     line_of,
     parse_json,
 )
-from analytics.importers.session import ImportIssue
 
 HEAD_BYTES = 64 * 1024
 """How much of a file detection looks at."""

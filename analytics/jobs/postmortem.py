@@ -6,8 +6,8 @@ first turn prepared after the compaction, whose ``view_prepared`` event follows 
 messages that added the most tokens in that lead-up (with the name of the tool whose result they
 are) and what the compaction dropped. Pure Polars over frames shaped like the store's tables
 (``/tmp/jobs_contract.md``): no I/O and no replay. The counterfactuals (replaying the prefix with
-single config changes) live in ``analytics.counterfactual``; ``postmortems`` only merges results
-it is given, so this module stays pure.
+single config changes) live in ``analytics.replay.counterfactual``; ``postmortems`` only merges
+results it is given, so this module stays pure.
 
 Definitions (each one a choice a reader may want to check):
 
@@ -285,7 +285,7 @@ def postmortem_dicts(
     counterfactuals: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The SPEC 5.3 ``postmortems`` list. ``counterfactuals`` maps a compaction id to the
-    ``as_dict()`` of its ``analytics.counterfactual`` report (keys ``counterfactuals``,
+    ``as_dict()`` of its ``analytics.replay.counterfactual`` report (keys ``counterfactuals``,
     ``smallest_change``, ``summarizer``, ...); without one, ``counterfactuals`` is empty,
     ``smallest_change`` null and ``counterfactual_status`` says why."""
     lead = frames.lead_up.partition_by("compaction_id", as_dict=True)

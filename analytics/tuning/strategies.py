@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from analytics.importers import ImportedSession
-from analytics.replay import replay_session
+from analytics.replay.driver import replay_session
 from compactor import (
     Anchor,
     CompactionOffloader,

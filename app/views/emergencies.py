@@ -13,8 +13,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import COUNTERFACTUAL_JOB
-from app import charts
+from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, contributors_figure, lead_up_figure
 from app.context import frame, owner, read, session_ids
 from app.widgets import EMPTY_STORE, link, paginate, param
 
@@ -67,8 +66,8 @@ def _postmortem(item: dict[str, Any], thresholds: dict[str, float], sid: str) ->
     }
     top = pl.DataFrame(item["top_contributors"], schema=top_schema)
     left, right = st.columns(2)
-    left.plotly_chart(charts.lead_up_figure(lead, thresholds), key=f"lead_{item['compaction_id']}")
-    right.plotly_chart(charts.contributors_figure(top), key=f"top_{item['compaction_id']}")
+    left.plotly_chart(lead_up_figure(lead, thresholds), key=f"lead_{item['compaction_id']}")
+    right.plotly_chart(contributors_figure(top), key=f"top_{item['compaction_id']}")
     dropped = item.get("dropped") or {}
     cols = st.columns(2)
     cols[0].metric("messages dropped", f"{dropped.get('messages') or 0:,}")
@@ -95,7 +94,7 @@ def render() -> None:
         link("emergencies", "all emergencies")
         return
     session = frame("sessions", sid).row(0, named=True)
-    thresholds = {n: float(session[n]) for n in charts.THRESHOLDS if session[n] is not None}
+    thresholds = {n: float(session[n]) for n in THRESHOLDS if session[n] is not None}
     for item in items:
         with st.container(border=True):
             _postmortem(item, thresholds, sid)

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app import charts
+from analytics import compression_figure, survival_figure, tier_counts_figure
 from app.context import frame, read
 from app.widgets import EMPTY_STORE, link
 
@@ -60,9 +60,9 @@ def render() -> None:
         return
     _metrics(stats)
     left, right = st.columns(2)
-    left.plotly_chart(charts.tier_counts_figure(stats["compactions"]["by_tier"]))
-    right.plotly_chart(charts.compression_figure(frame("compression")))
-    st.plotly_chart(charts.survival_figure(_survival(stats), "Anchor survival, whole fleet"))
+    left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]))
+    right.plotly_chart(compression_figure(frame("compression")))
+    st.plotly_chart(survival_figure(_survival(stats), "Anchor survival, whole fleet"))
     st.subheader("Where to go next")
     link("sessions", "Browse sessions")
     link("emergencies", "Emergency post-mortems")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics import anchor_survival, silent_drops
-from app import charts
+from analytics import anchor_survival, silent_drops, survival_figure
 from app.context import frame, session_ids
 from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
 
@@ -43,7 +42,7 @@ def _show(detail: pl.DataFrame, drops: pl.DataFrame, title: str) -> None:
     if detail.height == 0:
         st.info(NO_ITEMS)
         return
-    st.plotly_chart(charts.survival_figure(anchor_survival(detail), title))
+    st.plotly_chart(survival_figure(anchor_survival(detail), title))
     _drops(drops)
 
 

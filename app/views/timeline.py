@@ -13,14 +13,14 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from app import charts
+from analytics import THRESHOLDS, timeline_figure
 from app.context import frame, session_ids
 from app.widgets import EMPTY_STORE, PAGE_FILES, link, not_found, paginate, pick
 
 
 def _settings(session: pl.DataFrame) -> tuple[dict[str, float], int, int]:
     row = session.row(0, named=True)
-    thresholds = {name: float(row[name]) for name in charts.THRESHOLDS if row[name] is not None}
+    thresholds = {name: float(row[name]) for name in THRESHOLDS if row[name] is not None}
     return thresholds, int(row["context_window"] or 0), int(row["reserve_tokens"] or 0)
 
 
@@ -70,7 +70,7 @@ def render() -> None:
         )
         return
     thresholds, window, reserve = _settings(session)
-    fig = charts.timeline_figure(
+    fig = timeline_figure(
         turns,
         markers,
         thresholds=thresholds,

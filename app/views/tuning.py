@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_front, totals
-from app import charts, tuning_job
+from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_figure, pareto_front, totals
+from app import tuning_job
 from app.context import home, read
 from app.widgets import md_escape, param
 
@@ -49,7 +49,7 @@ def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
         st.info("This run has no finished trial on its held-back sessions yet.")
         return
     front = pareto_front(table)
-    st.plotly_chart(charts.pareto_figure(table, front), key=f"pareto_{run_id}")
+    st.plotly_chart(pareto_figure(table, front), key=f"pareto_{run_id}")
     st.dataframe(table.sort("tokens_billed"), hide_index=True)
     st.text("Pareto front: " + ", ".join(front))
     toml = home() / "tuning" / f"{run_id}-recommended.toml"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from analytics.cli import app
+from analytics.cli.main import app
 from analytics.store import EventStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,10 +16,10 @@ from pathlib import Path
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from analytics.projector import Projector
+from analytics.replay.synthetic import generate_session
 from analytics.store import EventStore
-from analytics.store_sql import TABLES
-from analytics.synthetic import generate_session
+from analytics.store.projector import Projector
+from analytics.store.sql import TABLES
 from compactor import (
     CompactionOffloader,
     CompactionSession,

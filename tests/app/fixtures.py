@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.commands import run_replay
-from analytics.materialize import refresh
-from analytics.projector import Projector
-from analytics.stats import fleet_stats
+from analytics.cli.commands import run_replay
+from analytics.queries.materialize import refresh
+from analytics.queries.stats import fleet_stats
 from analytics.store import EventStore
+from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
     CompactionSession,

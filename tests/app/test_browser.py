@@ -21,8 +21,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from analytics.cli.serve import app_url, free_port, serve_app, wait_until_ready
 from analytics.errors import StoreLockedError
-from analytics.serve import app_url, free_port, serve_app, wait_until_ready
 from analytics.store import EventStore
 from tests.app.browser import (
     body_text,

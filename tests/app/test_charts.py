@@ -1,11 +1,21 @@
-"""``app.charts`` on hand-built frames: titles, axis titles with units, traces, bands."""
+"""The figure builders as the pages use them (analytics' public names): titles, units, traces."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
 
-from app import charts
+from analytics import (
+    TIER_COLOURS,
+    compression_figure,
+    contributors_figure,
+    lead_up_figure,
+    pareto_figure,
+    survival_figure,
+    threshold_tokens,
+    tier_counts_figure,
+    timeline_figure,
+)
 
 THRESHOLDS = {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95}
 
@@ -32,18 +42,18 @@ def test_timeline_has_a_line_a_history_and_one_marker_trace_per_tier_present() -
         }
     )
 
-    fig = charts.timeline_figure(turns, markers, thresholds=THRESHOLDS, window=1000, reserve=100)
+    fig = timeline_figure(turns, markers, thresholds=THRESHOLDS, window=1000, reserve=100)
 
     assert titles(fig) == ("Context tokens per turn", "turn (model call)", "tokens")
     assert [t.name for t in fig.data] == ["view sent", "uncompacted history", "SOFT", "EMERGENCY"]
     assert list(fig.data[2].customdata) == ["c1"]
-    assert fig.data[2].marker.color == charts.TIER_COLOURS["SOFT"]
+    assert fig.data[2].marker.color == TIER_COLOURS["SOFT"]
     levels = sorted(s.y0 for s in fig.layout.shapes if s.type == "line")
     assert levels == [500, 600, 700, 850, 1000]  # thresholds × window − reserve, then the window
 
 
 def test_threshold_tokens_subtract_the_reserve() -> None:
-    assert charts.threshold_tokens({"warn": 0.5, "full": 0.8}, 10_000, 1_000) == {
+    assert threshold_tokens({"warn": 0.5, "full": 0.8}, 10_000, 1_000) == {
         "warn": 4_000.0,
         "full": 7_000.0,
     }
@@ -60,13 +70,13 @@ def test_timeline_without_history_has_no_history_trace() -> None:
         }
     )
 
-    fig = charts.timeline_figure(turns, empty, thresholds={"warn": 0.6}, window=100)
+    fig = timeline_figure(turns, empty, thresholds={"warn": 0.6}, window=100)
 
     assert [t.name for t in fig.data] == ["view sent"]
 
 
 def test_tier_counts_in_tier_order_with_tier_colours() -> None:
-    fig = charts.tier_counts_figure({"FULL": 2, "WARN": 5, "SOFT": 0, "EMERGENCY": 1})
+    fig = tier_counts_figure({"FULL": 2, "WARN": 5, "SOFT": 0, "EMERGENCY": 1})
 
     assert titles(fig) == ("Compactions per tier", "tier", "compactions (count)")
     assert list(fig.data[0].x) == ["WARN", "SOFT", "FULL", "EMERGENCY"]
@@ -84,7 +94,7 @@ def test_compression_has_three_percentile_traces_without_tier_none() -> None:
         }
     )
 
-    fig = charts.compression_figure(frame)
+    fig = compression_figure(frame)
 
     assert titles(fig)[2] == "ratio (tokens after / before)"
     assert [t.name for t in fig.data] == ["p50", "p90", "p99"]
@@ -96,7 +106,7 @@ def test_survival_two_traces_on_a_zero_to_one_axis() -> None:
         {"anchor_type": ["user_intent"], "survival_next": [0.9], "survival_last": [0.5]}
     )
 
-    fig = charts.survival_figure(frame, "Anchor survival")
+    fig = survival_figure(frame, "Anchor survival")
 
     assert titles(fig) == ("Anchor survival", "anchor type", "share of items (0–1)")
     assert len(fig.data) == 2 and list(fig.layout.yaxis.range) == [0, 1.05]
@@ -113,8 +123,8 @@ def test_lead_up_and_contributors() -> None:
         }
     )
 
-    lead_fig = charts.lead_up_figure(lead, THRESHOLDS)
-    top_fig = charts.contributors_figure(top)
+    lead_fig = lead_up_figure(lead, THRESHOLDS)
+    top_fig = contributors_figure(top)
 
     assert titles(lead_fig) == (
         "Lead-up to the emergency",
@@ -135,7 +145,7 @@ def test_pareto_marks_the_front_apart() -> None:
         }
     )
 
-    fig = charts.pareto_figure(table, ["a", "b"])
+    fig = pareto_figure(table, ["a", "b"])
 
     assert [t.name for t in fig.data] == ["strategy", "Pareto front"]
     assert list(fig.data[1].text) == ["a", "b"] and list(fig.data[0].text) == ["c"]

@@ -1,4 +1,4 @@
-"""``analytics.serve``: the URL shown, a free port, and waiting for a server that never comes."""
+"""``analytics.cli.serve``: the URL shown, a free port, a server that never comes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from analytics.serve import APP_MAIN, app_url, free_port, wait_until_ready
+from analytics.cli.serve import APP_MAIN, app_url, free_port, wait_until_ready
 
 
 def test_the_app_entry_script_is_found_beside_the_package() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analytics.commands import load_config
+from analytics.cli.commands import load_config
 from analytics.tuning import SessionMetrics, StrategySpec, split_sessions
 from analytics.tuning.recommend import choose, model_profiles, recommend
 from compactor import CompactorConfig

@@ -13,7 +13,7 @@ import distributed
 import polars as pl
 import pytest
 
-from analytics.commands import load_config
+from analytics.cli.commands import load_config
 from analytics.tuning import STRATEGY_KEYS, TuneReport, load_grid, load_runs, run_tune, tune_json
 from compactor import Message, ToolCall, messages_to_openai
 

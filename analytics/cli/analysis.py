@@ -1,0 +1,178 @@
+"""The analysis commands: ``stats``, ``retention``, ``postmortem`` and ``report``.
+
+Each opens the store as its owner, brings the materialised jobs up to date (only sessions whose
+events changed are recomputed), then prints a table or, with ``--json``, the SPEC 5.3 object.
+The figures come from ``analytics.queries.stats``, ``analytics.queries.findings`` and
+``analytics.report.html``; this module parses options and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from analytics.cli.common import Command, HomeOption, WindowOption, handled, resolve_home
+from analytics.cli.inputs import split_issues
+from analytics.cli.terminal import (
+    RunProgress,
+    console,
+    err_console,
+    postmortem_table,
+    print_issues,
+    print_skipped,
+    retention_table,
+    stats_table,
+    trial_progress,
+    tune_table,
+)
+from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
+from analytics.queries.materialize import JOBS, Job, refresh
+from analytics.queries.stats import fleet_stats
+from analytics.report.html import write_report
+from analytics.store import DB_NAME, EventStore, StoreError
+from analytics.tuning import run_tune, tune_json
+
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
+SessionArgument = Annotated[
+    str | None, typer.Argument(help="One session id (default: every session)")
+]
+
+
+@contextmanager
+def analysed(root: Path, extra: Sequence[Job] = ()) -> Iterator[EventStore]:
+    """The store of ``root``, opened as its owner, with every job's results up to date (and
+    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``)."""
+    db = root / DB_NAME
+    if not db.exists():
+        raise StoreError(
+            f"no database at {db}: load events first with `compactlens ingest --home {root}` "
+            "(or import/replay transcripts)",
+            str(db),
+        )
+    with EventStore.for_home(root) as store:
+        with err_console.status("updating the analysis of changed sessions…"):
+            refresh(store, (*JOBS, *extra))
+        yield store
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    typer.echo(json.dumps(payload, default=str, ensure_ascii=False))
+
+
+def stats(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Headline figures of every job: compactions, compression, emergencies, retention."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        figures = fleet_stats(store, root / "spool")
+    if as_json:
+        _emit(figures)
+    else:
+        stats_table(figures)
+
+
+def retention(
+    session: SessionArgument = None, as_json: JsonOption = False, home: HomeOption = None
+) -> None:
+    """Anchor retention item by item, and the silent drops of intent and decisions."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        found = retention_json(store, session)
+    if as_json:
+        _emit(found)
+    else:
+        retention_table(found)
+
+
+def postmortem(
+    session: SessionArgument = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+    counterfactuals: Annotated[
+        bool,
+        typer.Option(
+            "--counterfactuals/--no-counterfactuals",
+            help="Replay each emergency's lead-up under single config changes",
+        ),
+    ] = True,
+) -> None:
+    """Emergency post-mortems: lead-up, what pushed it over, what was lost, what would help."""
+    root = resolve_home(home, write=False)
+    extra = (COUNTERFACTUAL_JOB,) if counterfactuals else ()
+    with handled(), analysed(root, extra) as store:
+        found = postmortem_json(store, session, counterfactuals=counterfactuals)
+    if as_json:
+        _emit(found)
+    else:
+        postmortem_table(found)
+
+
+def report(
+    out: Annotated[Path, typer.Argument(help="The HTML file to write")],
+    home: HomeOption = None,
+) -> None:
+    """One self-contained HTML report (Plotly inline: it opens offline)."""
+    root = resolve_home(home, write=False)
+    with handled(), analysed(root) as store:
+        written = write_report(store, out, spool_dir=root / "spool")
+    console.print(f"wrote {written} ({written.stat().st_size:,} bytes)", soft_wrap=True)
+
+
+def tune(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders")],
+    window: WindowOption,
+    grid: Annotated[
+        Path | None, typer.Option(help="TOML/JSON: CompactorConfig fields and values to try")
+    ] = None,
+    trials: Annotated[int, typer.Option(min=0, help="Optuna trials after the grid")] = 0,
+    strategies: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategies",
+            help="progressive, no-compaction, masking, threshold, openhands (repeatable)",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=0, help="Processes (default: the CPU count)")
+    ] = None,
+    dask: Annotated[str | None, typer.Option(help="A Dask scheduler address")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
+    root = resolve_home(home)
+    with handled(), RunProgress() as bars:
+        try:
+            found = run_tune(
+                paths,
+                window,
+                grid=grid,
+                trials=trials,
+                strategies=strategies,
+                workers=workers,
+                dask=dask,
+                home=root,
+                progress=trial_progress(bars),
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    skipped, rejected = split_issues(paths, found.issues)  # skipped: a folder's README, ...
+    print_skipped(skipped)
+    print_issues(rejected)
+    payload = tune_json(found)
+    if as_json:
+        _emit(payload)
+    else:
+        tune_table(payload)
+    if rejected:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the analysis commands to ``app``."""
+    for command in (stats, retention, postmortem, report, tune):
+        app.command(cls=Command)(command)

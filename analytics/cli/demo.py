@@ -1,0 +1,170 @@
+"""``compactlens demo`` and ``ui``: the synthetic sessions, and the app started on a store.
+
+``demo`` generates the seeded synthetic sessions, runs them through ``CompactionSession`` with
+the offline summariser, projects them and starts the app; ``ui`` starts the app on any store.
+The app itself lives in ``app/`` and is started by ``analytics.cli.serve``; this module parses
+options and prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from analytics.cli.common import (
+    Command,
+    HomeOption,
+    PortOption,
+    WindowOption,
+    handled,
+    resolve_home,
+)
+from analytics.cli.ingesting import run_ingest
+from analytics.cli.serve import app_url, free_port, serve_app, wait_until_ready
+from analytics.cli.terminal import console, ingest_summary, print_error, window_too_small
+from analytics.replay.synthetic import SYSTEM_PROMPT, generate_session
+from compactor import (
+    CompactionOffloader,
+    CompactionSession,
+    CompactionTier,
+    CompactorConfig,
+    ExtractiveSummarizer,
+    JsonlRecordStore,
+    Message,
+    ProgressiveCompactor,
+    SpoolSink,
+    estimate_tokens,
+    format_notification,
+    validate_history,
+)
+
+
+def demo(
+    home: HomeOption = None,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Start the app but open no browser")
+    ] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Start the app at the end (Ctrl-C stops)")
+    ] = True,
+    port: PortOption = 8501,
+    window: WindowOption = 32_000,
+    sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to run")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the first session")] = 7,
+) -> None:
+    """Synthetic agent sessions through CompactionSession (offline), stored, then the app."""
+    root = resolve_home(home)
+    prompt = estimate_tokens([Message(role="system", content=SYSTEM_PROMPT)])
+    if prompt >= window:
+        window_too_small(window, f"the demo agent's system prompt alone is {prompt:,} tokens")
+    sink = SpoolSink(root / "spool")
+    store = JsonlRecordStore(root / "records")
+    base = ProgressiveCompactor(
+        ExtractiveSummarizer(),
+        window,
+        config=CompactorConfig(),
+        offloader=CompactionOffloader(root / "offload", "demo"),
+        record_store=store,
+    )
+    totals: dict[CompactionTier, int] = dict.fromkeys(CompactionTier, 0)
+    problems = 0
+    run = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")  # each run its own sessions
+    for k in range(sessions):
+        sid = f"demo-{seed + k}-{run}"
+        last = k == sessions - 1  # the last session floods the context with one build log
+        msgs = generate_session(
+            seed + k,
+            huge_result_bytes=200_000 if last else 0,
+            offload_dir=f".compactlens/tool_results/{sid}" if last else "",
+        )
+        session = CompactionSession(
+            base,
+            SYSTEM_PROMPT,
+            session_id=sid,
+            event_sink=sink,
+            agent="synthetic",
+            source="demo",
+        )
+        console.rule(
+            f"session {session.session_id}: {len(msgs) - 1} messages, "
+            f"{estimate_tokens(msgs[1:]):,} tokens, window {window:,}"
+        )
+        for m in msgs[1:]:
+            if m.role == "assistant":
+                view, record = session.prepare()
+                problems += len(validate_history(view))
+                if record.tier != CompactionTier.NONE and record.effective:
+                    totals[record.tier] += 1
+                    console.print(format_notification(record), highlight=False)
+            session.append(m)
+        session.close()
+    with handled():
+        report = run_ingest(root)
+    ingest_summary(report)
+    _summary(totals, root, problems)
+    if serve:
+        _serve(root, "127.0.0.1", port, open_browser=not no_browser)
+
+
+def ui(
+    port: PortOption = 8501,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only)")
+    ] = "127.0.0.1",
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Open no browser")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Start the app on the store (it owns the store and projects the spool as it grows)."""
+    _serve(resolve_home(home), host, port, open_browser=not no_browser)
+
+
+def _serve(root: Path, host: str, port: int, *, open_browser: bool) -> None:
+    """Run the app until it exits or Ctrl-C; print its URL once it answers."""
+    port = port or free_port(host)
+    process = serve_app(root, host=host, port=port, open_browser=open_browser)
+    url = app_url(host, port)
+    try:
+        wait_until_ready(url, 90.0, process=process)
+        console.print(f"compactlens app: {url}  (Ctrl-C stops it)", soft_wrap=True)
+        console.file.flush()  # the URL must reach a pipe now, not when the app stops
+        while process.poll() is None:
+            # a timed sleep, not a blocking wait: a Ctrl-C that another thread (DuckDB's,
+            # Polars') received is only acted on when the main thread wakes up
+            time.sleep(0.25)
+    except (TimeoutError, RuntimeError) as exc:
+        print_error(f"the app did not start: {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
+
+
+def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> None:
+    table = Table(title="Compactions by tier")
+    table.add_column("tier")
+    table.add_column("count", justify="right")
+    for tier, n in totals.items():
+        if tier != CompactionTier.NONE:
+            table.add_row(tier.label, str(n))
+    console.print(table)
+    console.print(
+        f"events: {root / 'spool'}   records: {root / 'records'}   "
+        f"offloaded files: {root / 'offload'}"
+    )
+    if problems:
+        console.print(f"[red]{problems} invalid views[/]")
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``demo`` and ``ui`` to ``app``."""
+    for command in (demo, ui):
+        app.command(cls=Command)(command)

@@ -1,0 +1,122 @@
+"""``ingest``, ``ingest --watch`` and ``rebuild``: the commands that only project the spool.
+
+Each opens the store as its owner (one process at a time), projects what is complete in the
+spool and reports the lines it quarantined. ``run_watch`` keeps projecting until SIGTERM or
+SIGINT, so that imports and agents can append to the spool meanwhile. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from analytics.queries.stats import quarantined_since
+from analytics.store import DB_NAME, EventStore, QuarantinedLine
+from analytics.store.projector import IngestResult, Progress, Projector, rebuild
+
+PathArg = str | os.PathLike[str]
+
+
+@dataclass
+class IngestReport:
+    """One projection of the spool: what it did and the lines it quarantined."""
+
+    result: IngestResult
+    quarantined: list[QuarantinedLine]
+    backup: Path | None = None
+    """For a rebuild, where the old database file was moved."""
+    backup_bytes: int = 0
+    """Its size on disk, the write-ahead log included."""
+
+
+def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
+    """Project everything complete in the spool now."""
+    root = Path(home)
+    with EventStore.for_home(root) as store:
+        started = dt.datetime.now(dt.UTC)
+        result = Projector(store, root / "spool").ingest(on_ingest)
+        return IngestReport(result, quarantined_since(store, started))
+
+
+def run_watch(
+    home: PathArg,
+    *,
+    interval_s: float,
+    on_result: Callable[[IngestResult], None] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> IngestReport:
+    """Project the spool every ``interval_s`` until SIGTERM or SIGINT, then once more.
+
+    The projector runs in a worker thread; the main thread only waits, so that a signal handler
+    never runs while the main thread holds a lock the handler needs.
+    """
+    root = Path(home)
+    with EventStore.for_home(root) as store:
+        started = dt.datetime.now(dt.UTC)
+        projector = Projector(store, root / "spool")
+        stop = threading.Event()
+        with _stop_on_signals(stop):
+            if on_ready is not None:
+                on_ready()
+            result = _watch_in_thread(projector, stop, interval_s, on_result)
+        return IngestReport(result, quarantined_since(store, started))
+
+
+@dataclass
+class _Outcome:
+    result: IngestResult | None = None
+    error: BaseException | None = None
+
+
+def _watch_in_thread(
+    projector: Projector,
+    stop: threading.Event,
+    interval_s: float,
+    on_result: Callable[[IngestResult], None] | None,
+) -> IngestResult:
+    outcome = _Outcome()
+
+    def work() -> None:
+        try:
+            outcome.result = projector.watch(interval_s=interval_s, stop=stop, on_result=on_result)
+        except BaseException as exc:
+            outcome.error = exc
+
+    worker = threading.Thread(target=work, name="compactlens-watch", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.result is not None
+    return outcome.result
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
+    """Recreate the database from the spool; refuses while another process holds it."""
+    root = Path(home)
+    started = dt.datetime.now(dt.UTC)
+    result = rebuild(root, on_ingest)
+    with EventStore(root / DB_NAME, read_only=True) as store:
+        quarantined = quarantined_since(store, started)
+    return IngestReport(result.ingest, quarantined, result.backup, result.backup_bytes)

@@ -1,0 +1,361 @@
+"""What the ``compactlens`` command prints: progress bars, summary tables, problem lines.
+
+Results and tables go to stdout; progress bars, problems and errors to stderr, and progress
+bars only when stderr is a terminal, so that piped output (``stats --json``) stays clean. Each
+rejected file is one line: ``path:line: reason``. Nothing here does any work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rich import filesize
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from analytics.cli.commands import FileProgress, IngestReport, RunReport
+from analytics.importers import ImportIssue
+from analytics.store import QuarantinedLine
+from analytics.store.projector import IngestResult
+from analytics.store.projector import Progress as IngestProgress
+
+console = Console()
+err_console = Console(stderr=True)
+MAX_LISTED = 20
+"""Quarantined lines listed one by one; the rest are counted."""
+
+
+class CountColumn(ProgressColumn):
+    """``done/total unit`` (bytes shown as kB/MB), plus the task's ``extra`` text."""
+
+    def render(self, task: Task) -> Text:
+        unit = str(task.fields.get("unit", ""))
+        if unit == "bytes":
+            total = "?" if task.total is None else filesize.decimal(int(task.total))
+            shown = f"{filesize.decimal(int(task.completed))}/{total}"
+        else:
+            total = "?" if task.total is None else f"{int(task.total):,}"
+            shown = f"{int(task.completed):,}/{total} {unit}"
+        return Text(shown + str(task.fields.get("extra", "")), style="progress.download")
+
+
+class RateColumn(ProgressColumn):
+    """Items or bytes per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        if not speed:
+            return Text("")
+        unit = str(task.fields.get("unit", ""))
+        shown = f"{filesize.decimal(int(speed))}/s" if unit == "bytes" else f"{speed:,.1f} {unit}/s"
+        return Text(shown, style="progress.data.speed")
+
+
+class RunProgress:
+    """One live display for a command: a bar per phase, each added when it first reports."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            CountColumn(),
+            RateColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not err_console.is_terminal,
+        )
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def files(self, label: str) -> FileProgress:
+        """A callback for a bar over files, showing the sessions found so far."""
+        task: TaskID | None = None
+
+        def update(done: int, total: int, report: RunReport) -> None:
+            nonlocal task
+            if task is None:
+                task = self.progress.add_task(label, total=total, unit="files", extra="")
+            extra = f", {report.sessions:,} sessions"
+            self.progress.update(task, completed=done, total=total, extra=extra)
+
+        return update
+
+    def spool(self, label: str) -> IngestProgress:
+        """A callback for a bar over spool bytes; each projection gets its own bar."""
+        task: TaskID | None = None
+        last = -1
+
+        def update(done: int, total: int) -> None:
+            nonlocal task, last
+            if task is None or done < last:
+                task = self.progress.add_task(label, total=total, unit="bytes")
+            last = done
+            self.progress.update(task, completed=done, total=max(total, done))
+
+        return update
+
+
+def trial_progress(progress: RunProgress) -> Callable[[Any], None]:
+    """A callback for ``run_tune``: trials done, the best configuration so far, an ETA."""
+    task: TaskID | None = None
+
+    def update(state: Any) -> None:
+        nonlocal task
+        if task is None:
+            task = progress.progress.add_task("trials", total=state.total, unit="trials")
+        best = ""
+        if state.best_tokens_billed is not None:
+            best = f", best {state.best_name} ({state.best_tokens_billed:,} tokens)"
+        eta = f", ETA {state.eta_s:.0f}s" if state.eta_s is not None else ""
+        progress.progress.update(
+            task, completed=state.done, total=state.total, extra=f"{best}{eta}"
+        )
+
+    return update
+
+
+def tune_table(found: Mapping[str, Any]) -> None:
+    """Every strategy's figures on the held-back sessions, cheapest first; the recommendation."""
+    pareto = set(found["pareto"])
+    table = Table(title="strategies on the held-back sessions (cheapest first)")
+    for column in ("strategy", "tokens billed", "saved", "over window", "emergencies"):
+        table.add_column(column, overflow="fold")
+    for column in ("artifact ret.", "anchor ret.", "violations", "Pareto"):
+        table.add_column(column)
+    for row in sorted(found["strategies"], key=lambda r: r["tokens_billed"]):
+        table.add_row(
+            row["name"],
+            f"{row['tokens_billed']:,}",
+            _share(row["saved_share"]),
+            str(row["turns_over_window"]),
+            str(row["emergencies"]),
+            _share(row["artifact_retention"]),
+            _share(row["anchor_retention"]),
+            str(row["violations"]),
+            "yes" if row["name"] in pareto else "",
+        )
+    console.print(table)
+    rec = found["recommended"]
+    if rec["name"]:
+        console.print(f"recommended: {rec['name']}, written to {rec['path']}", soft_wrap=True)
+    else:
+        console.print("no configuration met the constraints (0 turns over the window)")
+
+
+def print_error(message: str) -> None:
+    """One line on stderr, never wrapped."""
+    err_console.print(f"error: {message}", soft_wrap=True, markup=False, highlight=False)
+
+
+def print_note(message: str) -> None:
+    """One informational line on stderr (what happened beyond the counts), never wrapped."""
+    err_console.print(message, soft_wrap=True, markup=False, highlight=False)
+
+
+def print_issues(issues: Sequence[ImportIssue]) -> None:
+    """One line per rejected file: its first problem, and how many more it had."""
+    by_file: dict[str, list[ImportIssue]] = {}
+    for issue in issues:
+        by_file.setdefault(issue.path, []).append(issue)
+    for found in by_file.values():
+        first, rest = found[0], found[1:]
+        more = ""
+        if rest:
+            lines = [str(i.line) for i in rest if i.line is not None]
+            at = f" (lines {', '.join(lines[:10])}{', …' if len(lines) > 10 else ''})"
+            more = f"; and {len(rest)} more problem{'s' * (len(rest) > 1)}{at if lines else ''}"
+        err_console.print(f"rejected: {first}{more}", soft_wrap=True, markup=False, highlight=False)
+
+
+def print_skipped(issues: Sequence[ImportIssue]) -> None:
+    """One line per file found in a folder that is not a transcript: skipped, not rejected."""
+    for issue in issues:
+        err_console.print(f"skipped: {issue}", soft_wrap=True, markup=False, highlight=False)
+
+
+def print_quarantined(lines: Sequence[QuarantinedLine]) -> None:
+    for q in lines[:MAX_LISTED]:
+        err_console.print(
+            f"quarantined: {q.source}:{q.line}: {q.reason}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+    if len(lines) > MAX_LISTED:
+        err_console.print(
+            f"quarantined: … and {len(lines) - MAX_LISTED} more (see the quarantine table)",
+            soft_wrap=True,
+        )
+
+
+def _figures(title: str, rows: Sequence[tuple[str, object]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    for name, value in rows:
+        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
+    return table
+
+
+def _ingest_rows(result: IngestResult) -> list[tuple[str, object]]:
+    return [
+        ("spool files read", result.files),
+        ("lines read", result.lines),
+        ("new events", result.new_events),
+        ("duplicates skipped", result.duplicates),
+        ("lines quarantined", result.quarantined),
+        ("bytes read", result.bytes_read),
+        ("seconds", f"{result.seconds:.2f}"),
+    ]
+
+
+def _problem_files(report: RunReport, skipped: int) -> int:
+    return len({i.path for i in report.issues}) - skipped
+
+
+def import_summary(report: RunReport, skipped: int = 0) -> None:
+    """The import table; ``skipped`` files in folders were not transcripts."""
+    rows: list[tuple[str, object]] = [
+        ("files read", report.files),
+        ("sessions imported", report.sessions),
+        ("already in the store, skipped", report.skipped),
+        ("messages", report.messages),
+        ("compaction records", report.records),
+        ("files skipped (not transcripts)", skipped),
+        ("files with problems", _problem_files(report, skipped)),
+    ]
+    console.print(_figures("import", rows))
+    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
+
+
+def replay_summary(report: RunReport, window: int, skipped: int = 0) -> None:
+    """The replay table, with how many sessions' largest view exceeded the window."""
+    tiers = report.tier_counts()
+    over = sum(1 for r in report.replays if r.max_view_tokens > window)
+    rows: list[tuple[str, object]] = [
+        ("files read", report.files),
+        ("sessions replayed", report.sessions),
+        ("already in the store, skipped", report.skipped),
+        ("turns (model calls)", sum(r.turns for r in report.replays)),
+        *((f"{tier.label} compactions", n) for tier, n in tiers.items()),
+        ("tokens saved", sum(r.tokens_saved for r in report.replays)),
+        ("largest view (tokens)", max((r.max_view_tokens for r in report.replays), default=0)),
+        ("window (tokens)", window),
+        ("sessions with a view over the window", over),
+        ("files skipped (not transcripts)", skipped),
+        ("files with problems", _problem_files(report, skipped)),
+    ]
+    console.print(_figures("replay", rows))
+    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
+
+
+def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
+    console.print(_figures(title, _ingest_rows(report.result)))
+
+
+def stats_table(stats: Mapping[str, Any]) -> None:
+    """The headline figures of ``stats --json``, each explained, and a warning for an
+    unprojected spool (on stderr)."""
+    tokens, emergency = stats["tokens"], stats["emergency"]
+    share = tokens["saved_share"]
+    ratio = stats.get("median_compression_ratio")
+    artifacts = stats["artifact_retention"]
+    rows: list[tuple[str, object]] = [
+        ("sessions", stats["sessions"]),
+        ("turns", stats["turns"]),
+        ("messages", stats.get("messages", "–")),
+        ("effective compactions", stats["compactions"]["total"]),
+        *((f"  {t.lower()}", n) for t, n in stats["compactions"]["by_tier"].items()),
+        ("no-op attempts (nothing to compact)", stats["compactions"]["noops"]),
+        ("emergency truncations (messages dropped: context lost)", emergency["truncations"]),
+        ("emergency offloads (nothing dropped)", emergency["offload_only"]),
+        ("emergencies per 100 turns", _num(emergency["per_100_turns"])),
+        ("median compression ratio (tokens after/before)", _num(ratio)),
+        ("tokens billed (view tokens over all turns)", tokens["billed"]),
+        ("tokens without compaction", tokens["uncompacted"]),
+        ("share saved", "–" if share is None else f"{share:.1%}"),
+        ("silent drops (intent or decisions lost)", stats["silent_drops"]),
+        ("artifact retention (paths, commands, errors kept)", _rate(artifacts["rate"])),
+        ("quarantined spool lines", stats["quarantined"]),
+    ]
+    console.print(_figures("compactlens", rows))
+    pending = int(stats.get("unprojected_spool_bytes", 0))
+    if pending:
+        err_console.print(
+            f"warning: {filesize.decimal(pending)} of spool events are not "
+            "projected yet and not counted above; run `compactlens ingest`",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+
+
+def _num(value: object) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _share(value: object) -> str:
+    return f"{value:.1%}" if isinstance(value, float) else "–"
+
+
+def _rate(value: object) -> str:
+    return "no content" if value is None else f"{value:.1%}" if isinstance(value, float) else "–"
+
+
+def retention_table(found: Mapping[str, Any]) -> None:
+    """Survival per anchor type, then every silent drop with where it appeared and vanished."""
+    table = Table(title="anchor survival (share of items)")
+    for column in ("anchor type", "to the next compaction", "to the last"):
+        table.add_column(column)
+    for row in found["survival"]:
+        table.add_row(row["anchor_type"], _rate(row["survival_next"]), _rate(row["survival_last"]))
+    console.print(table)
+    drops = Table(title=f"silent drops ({len(found['silent_drops'])})")
+    for column in ("session", "anchor", "item", "introduced at", "dropped at"):
+        drops.add_column(column, overflow="fold")
+    for d in found["silent_drops"]:
+        drops.add_row(
+            d["session_id"], d["anchor_type"], d["item"], d["introduced_at"], d["dropped_at"]
+        )
+    console.print(drops)
+
+
+def postmortem_table(found: Mapping[str, Any]) -> None:
+    """One line per emergency: where, what it dropped, the biggest contributor, the fix."""
+    table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
+    for column in ("session", "turn", "dropped", "top contributor", "smallest change"):
+        table.add_column(column, overflow="fold")
+    for pm in found["postmortems"]:
+        top = pm["top_contributors"][0] if pm["top_contributors"] else None
+        who = f"{top['role']} {top['tool_name'] or ''} ({top['tokens']:,} tokens)" if top else "–"
+        dropped = f"{pm['dropped']['messages']} msgs / {pm['dropped']['tokens']:,} tokens"
+        table.add_row(
+            pm["session_id"], str(pm["turn"]), dropped, who, str(pm["smallest_change"] or "–")
+        )
+    console.print(table)
+
+
+def window_too_small(window: int, why: str) -> None:
+    err_console.print(
+        f"warning: --window {window:,} is smaller than the agent's own prompt ({why}); every "
+        "turn ends in an emergency truncation that cannot get under the window",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )

@@ -1,0 +1,166 @@
+"""Imported transcripts and harness9 records as events, so imports look like live sessions.
+
+``session_events`` turns one ``ImportedSession`` into a ``session_started`` (``source="import"``)
+and one ``message_appended`` per message, indexed as the importer ordered them (a leading system
+message included). ``RecordEvents`` turns harness9 ``CompactionRecord``s into
+``compaction_recorded`` events (with empty before/after views: the records carry no messages)
+plus a ``tool_result_offloaded`` per offloaded result, as a live session emits them.
+
+Event ids are derived, not random: from the session id and ``seq`` for a transcript, from the
+record id for a record. Importing the same input twice therefore yields the same events, and the
+store, which keeps one event per id, keeps one copy; a transcript whose content changed is
+stored under a new version id (``analytics.importers.identity`` decides), so its events never mix
+with the old version's. Nothing here reads files or owns a store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from analytics.importers import ImportedSession
+from compactor import CompactionRecord
+from compactor.events import (
+    Capture,
+    CompactionRecorded,
+    Event,
+    EventFactory,
+    SessionStarted,
+    ToolResultOffloaded,
+    anchor_item_rows,
+    hash_key,
+    message_appended,
+    redact_record,
+    sha256_of,
+)
+
+_NAMESPACE = uuid.UUID("5d0c3f4e-8b1a-4c6f-9e2d-7a1b3c5d7e9f")
+RECORDS_FORMAT = "harness9-records"
+
+
+def derived_event_id(*parts: str | int) -> str:
+    """A UUID that is the same every time for the same parts."""
+    return str(uuid.uuid5(_NAMESPACE, "\0".join(map(str, parts))))
+
+
+def _with_id(event: Event, *parts: str | int) -> Event:
+    return event.model_copy(update={"event_id": derived_event_id(*parts)})
+
+
+def session_started(
+    imported: ImportedSession,
+    capture: Capture,
+    extra: Mapping[str, object] | None = None,
+    key: bytes | None = None,
+) -> SessionStarted:
+    """The ``session_started`` payload of an imported transcript (no window: it was not run);
+    ``extra`` joins its metadata (the version's identity and fingerprint)."""
+    first = imported.messages[0] if imported.messages else None
+    metadata: dict[str, object] = {
+        "source_path": imported.source_path,
+        "format": imported.format,
+        **(extra or {}),
+    }
+    if "source_sha256" in imported.metadata:
+        metadata["source_sha256"] = imported.metadata["source_sha256"]
+    if imported.started_at is not None:
+        metadata["started_at"] = imported.started_at.isoformat()
+    return SessionStarted(
+        context_window=0,
+        model=imported.model or "",
+        agent=imported.agent or imported.format,
+        parent_session_id=imported.parent_session_id,
+        capture=capture,
+        source="import",
+        system_prompt_sha256=sha256_of(first, key) if first and first.role == "system" else None,
+        metadata=metadata,
+    )
+
+
+def session_events(
+    imported: ImportedSession,
+    capture: Capture,
+    *,
+    session_id: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> Iterator[Event]:
+    """``session_started``, then one ``message_appended`` per message, seq 0, 1, 2, …
+
+    ``session_id`` is the id of the version stored (default: the imported id)."""
+    sid = session_id or imported.session_id
+    factory = EventFactory(sid)
+    key = hash_key(capture)  # metadata: hashes that join nothing outside this session
+    started = session_started(imported, capture, extra, key)
+    yield _with_id(factory.make(started), "import", sid, 0)
+    for index, msg in enumerate(imported.messages):
+        event = factory.make(message_appended(index, msg, capture, key=key))
+        yield _with_id(event, "import", sid, event.seq)
+
+
+@dataclass
+class _RecordSession:
+    factory: EventFactory
+    known: set[str] = field(default_factory=set)
+    key: bytes | None = None
+    """Metadata capture: the key of this session's hashes (offloaded results' included)."""
+
+
+StoredSession = Callable[[str], tuple[int, set[str]] | None]
+"""``(next seq, ids of records already stored)`` of a session, or None if it is not stored."""
+
+
+class RecordEvents:
+    """Events for harness9 records, grouped into sessions by the records' ``session_id``.
+
+    ``stored`` says what the store already holds of a session, so that seq continues after it
+    and records already there are not sent again.
+    """
+
+    def __init__(self, capture: Capture, stored: StoredSession) -> None:
+        self.capture: Capture = capture
+        self.stored = stored
+        self._sessions: dict[str, _RecordSession] = {}
+        self.skipped = 0
+
+    def events(self, record: CompactionRecord, source_path: str, fallback_id: str) -> list[Event]:
+        """Events for one record ([] if it is already stored or was already sent)."""
+        sid = record.session_id or fallback_id
+        out: list[Event] = []
+        state = self._sessions.get(sid)
+        if state is None:
+            state = self._open(sid, record, source_path, out)
+        if record.id in state.known:
+            self.skipped += 1
+            return out
+        state.known.add(record.id)
+        kept = record if self.capture == "full" else redact_record(record, state.key)
+        if not record.session_id:
+            kept = kept.model_copy(update={"session_id": sid})
+        items = anchor_item_rows(kept) if self.capture == "full" else []
+        payload = CompactionRecorded(record=kept, before=[], after=[], anchor_items=items)
+        out.append(_with_id(state.factory.make(payload), "record", record.id))
+        for k, entry in enumerate(kept.offloaded):
+            offload = ToolResultOffloaded(record_id=record.id, **entry.model_dump())
+            out.append(_with_id(state.factory.make(offload), "record", record.id, "offload", k))
+        return out
+
+    def _open(
+        self, sid: str, record: CompactionRecord, source_path: str, out: list[Event]
+    ) -> _RecordSession:
+        found = self.stored(sid)
+        if found is not None:
+            state = _RecordSession(EventFactory(sid, start_seq=found[0]), set(found[1]))
+        else:
+            state = _RecordSession(EventFactory(sid))
+            started = SessionStarted(
+                context_window=record.context_window,
+                agent="harness9",
+                capture=self.capture,
+                source="import",
+                metadata={"source_path": source_path, "format": RECORDS_FORMAT},
+            )
+            out.append(_with_id(state.factory.make(started), "import", sid, 0))
+        state.key = hash_key(self.capture)
+        self._sessions[sid] = state
+        return state

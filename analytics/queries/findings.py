@@ -1,0 +1,148 @@
+"""The audit answers: anchor retention and emergency post-mortems, as SPEC 5.3 objects.
+
+``retention_json`` reads the materialised retention results; ``postmortem_json`` reads the
+materialised post-mortem frames and adds each emergency's counterfactuals, themselves
+materialised by the ``counterfactuals`` job (replays are too slow to repeat on every read).
+``COUNTERFACTUAL_JOB`` is that job; it runs only when post-mortems are asked for. Nothing here
+writes except through ``analytics.queries.materialize``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+from pydantic import ValidationError
+
+from analytics.errors import AnalyticsError
+from analytics.jobs.postmortem import PostmortemFrames, postmortem_dicts
+from analytics.jobs.retention import ITEM_COLUMNS, SILENT_DROP_COLUMNS, anchor_survival
+from analytics.queries.materialize import Job, JobInputs, job_table
+from analytics.replay.counterfactual import (
+    CounterfactualError,
+    FixedEstimator,
+    counterfactuals,
+    messages_from_frame,
+)
+from analytics.store import EventStore
+from compactor import CompactorConfig, Message
+
+
+class UnknownSessionError(AnalyticsError):
+    """The session named on the command line is not in the store."""
+
+
+def _check_session(store: EventStore, session: str | None) -> None:
+    if session is None:
+        return
+    found = store.query("SELECT count(*) FROM sessions WHERE session_id = ?", [session]).item()
+    if not found:
+        raise UnknownSessionError(
+            f"no session {session!r} in the store; `compactlens stats` lists the figures and "
+            "the app's sessions page lists the ids"
+        )
+
+
+def _only(frame: pl.DataFrame, session: str | None) -> pl.DataFrame:
+    if session is None or frame.is_empty():
+        return frame
+    return frame.filter(pl.col("session_id") == session)
+
+
+def retention_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
+    """SPEC 5.3 ``retention --json``: items with their status, silent drops, and survival."""
+    _check_session(store, session)
+    detail = _only(job_table(store, "job_retention_detail"), session)
+    drops = _only(job_table(store, "job_silent_drops"), session)
+    items = detail.select(ITEM_COLUMNS).to_dicts() if detail.height else []
+    survival = anchor_survival(detail).to_dicts() if detail.height else []
+    return {
+        "items": items,
+        "silent_drops": drops.select(SILENT_DROP_COLUMNS).to_dicts() if drops.height else [],
+        "survival": survival,
+    }
+
+
+def postmortem_json(
+    store: EventStore, session: str | None = None, *, counterfactuals: bool = True
+) -> dict[str, Any]:
+    """SPEC 5.3 ``postmortem --json``: one post-mortem per effective Emergency."""
+    _check_session(store, session)
+    emergencies = _only(job_table(store, "job_emergencies"), session)
+    if emergencies.is_empty():
+        return {"postmortems": []}
+    frames = PostmortemFrames(
+        emergencies.sort("session_id", "seq"),
+        _only(job_table(store, "job_lead_up"), session),
+        _only(job_table(store, "job_top_contributors"), session),
+    )
+    found: dict[str, dict[str, Any]] = {}
+    if counterfactuals:
+        rows = _only(job_table(store, "job_counterfactuals"), session)
+        found = {r["compaction_id"]: json.loads(r["report"]) for r in rows.iter_rows(named=True)}
+    return {"postmortems": postmortem_dicts(frames, found)}
+
+
+def _system_prompts(inputs: JobInputs) -> dict[str, Message]:
+    frame = inputs.store.query(
+        """SELECT s.session_id, b.content FROM sessions s
+           JOIN message_blobs b ON b.sha256 = s.system_prompt_sha256
+           WHERE s.session_id IN (SELECT unnest(?))""",
+        [inputs.sessions],
+    )
+    return {
+        sid: Message(role="system", content=text)
+        for sid, text in frame.iter_rows()
+        if text is not None
+    }
+
+
+def _counterfactual_rows(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    emergencies = job_table(inputs.store, "job_emergencies")
+    if emergencies.height:
+        emergencies = emergencies.filter(pl.col("session_id").is_in(inputs.sessions))
+    sessions = {r["session_id"]: r for r in inputs["sessions"].iter_rows(named=True)}
+    systems = _system_prompts(inputs) if emergencies.height else {}
+    estimators = dict(inputs["compactions"].select("id", "estimator").iter_rows())
+    rows: list[dict[str, str]] = []
+    for e in emergencies.iter_rows(named=True):
+        sid = e["session_id"]
+        estimator = FixedEstimator.from_name(estimators.get(e["compaction_id"]))
+        report = _one_counterfactual(inputs, sessions[sid], e, systems.get(sid), estimator)
+        rows.append(
+            {
+                "session_id": sid,
+                "compaction_id": e["compaction_id"],
+                "report": json.dumps(report, default=str),
+            }
+        )
+    schema = {"session_id": pl.String, "compaction_id": pl.String, "report": pl.String}
+    return {"job_counterfactuals": pl.DataFrame(rows, schema=schema)}
+
+
+def _one_counterfactual(
+    inputs: JobInputs,
+    session: dict[str, Any],
+    emergency: dict[str, Any],
+    system: Message | None,
+    estimator: FixedEstimator,
+) -> dict[str, Any]:
+    try:
+        config = CompactorConfig.model_validate(json.loads(session["config"] or "{}"))
+        history = messages_from_frame(inputs["messages"], session["session_id"])
+        report = counterfactuals(
+            history,
+            config,
+            int(session["context_window"]),
+            int(emergency["history_messages"]),
+            system=system,
+            estimator=estimator,
+        )
+    except (CounterfactualError, ValidationError, ValueError) as exc:
+        return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}
+    return report.as_dict()
+
+
+COUNTERFACTUAL_JOB = Job("counterfactuals", 2, _counterfactual_rows, ("job_counterfactuals",))
+"""Replays each emergency's lead-up under single config changes (run by ``postmortem``)."""

@@ -1,0 +1,41 @@
+"""The store: the only users of duckdb in analytics.
+
+The event store and its schema (``eventstore``, ``schema``, ``sql``), what a bad file is
+(``diagnosis``, ``files``), batch commits (``batch``, ``commits``), the projector that loads the
+spool (``projector``), materialised job tables (``results``) and exports (``export``). One backend
+today, the local DuckDB file. Above it, ``analytics.queries`` reads and nothing else opens a
+connection.
+"""
+
+from analytics.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreIncompleteError,
+    StoreLockedError,
+    StoreUnwritableError,
+    StoreVersionError,
+)
+from analytics.store.batch import EventBatch, QuarantinedLine
+from analytics.store.diagnosis import storage_version
+from analytics.store.eventstore import EventStore
+from analytics.store.files import claim_parent
+from analytics.store.schema import DB_NAME, STORE_SCHEMA_VERSION
+from analytics.store.sql import PROJECTIONS, TABLES
+
+__all__ = [
+    "DB_NAME",
+    "PROJECTIONS",
+    "STORE_SCHEMA_VERSION",
+    "TABLES",
+    "EventBatch",
+    "EventStore",
+    "QuarantinedLine",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreIncompleteError",
+    "StoreLockedError",
+    "StoreUnwritableError",
+    "StoreVersionError",
+    "claim_parent",
+    "storage_version",
+]

@@ -1,0 +1,112 @@
+"""``stats --json`` on replays of every dev transcript at 16k agrees with plain SQL.
+
+The SQL below is written here, independently of the jobs (Polars) and of
+``analytics.queries.stats``: if a job miscounts a tier, a percentile, an emergency kind or the
+tokens billed, the two disagree. Fuzzy anchor matching and artifact extraction have their own
+hand-built tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from analytics.cli.main import app
+from analytics.store import EventStore
+
+TRANSCRIPTS = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "transcripts"
+LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
+EFFECTIVE = f"FROM compactions WHERE tier > 0 AND coalesce(effective, true) AND {LIVE}"
+TRUNCATION = (
+    "(emergency = 'truncation' OR (emergency IS NULL AND (n_dropped > 0 OR coalesce(cut, 0) > 0)))"
+)
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    home = tmp_path_factory.mktemp("dev16k")
+    runner = CliRunner()
+    done = runner.invoke(
+        app, ["replay", str(TRANSCRIPTS), "--window", "16000", "--home", str(home)]
+    )
+    assert done.exit_code == 0, done.output
+    stats = runner.invoke(app, ["stats", "--json", "--home", str(home)])
+    assert stats.exit_code == 0, stats.output
+    return home, json.loads(stats.stdout)
+
+
+def _sql(home: Path, sql: str) -> Any:
+    with EventStore.for_home(home, read_only=True) as store:
+        return store.query(sql).row(0)
+
+
+def test_counts_agree(replayed: tuple[Path, dict[str, Any]]) -> None:
+    home, figures = replayed
+    sessions, turns, total, noops, quarantined = _sql(
+        home,
+        # sessions and turns counted from the raw events, not from the projections stats reads
+        f"""SELECT (SELECT count(DISTINCT session_id) FROM events
+                     WHERE type = 'session_started' AND session_id NOT IN (
+                       SELECT session_id FROM events WHERE type = 'session_deleted')),
+                   (SELECT count(*) FROM events WHERE type = 'view_prepared'
+                     AND session_id NOT IN (
+                       SELECT session_id FROM events WHERE type = 'session_deleted')),
+                   (SELECT count(*) {EFFECTIVE}),
+                   (SELECT count(*) FROM compactions
+                     WHERE tier > 0 AND effective = false AND {LIVE}),
+                   (SELECT count(*) FROM quarantine)""",
+    )
+    assert sessions > 1000 and turns > 5000  # the whole dev set was replayed
+    assert figures["sessions"] == sessions
+    assert figures["turns"] == turns
+    assert figures["compactions"]["total"] == total
+    assert figures["compactions"]["noops"] == noops
+    assert figures["quarantined"] == quarantined
+    for tier, name in enumerate(("WARN", "SOFT", "FULL", "EMERGENCY"), start=1):
+        (n,) = _sql(home, f"SELECT count(*) {EFFECTIVE} AND tier = {tier}")
+        assert figures["compactions"]["by_tier"][name] == n, name
+
+
+def test_compression_percentiles_and_savings_agree(replayed: tuple[Path, dict[str, Any]]) -> None:
+    home, figures = replayed
+    assert set(figures["compression"]) >= {"WARN", "SOFT", "FULL", "EMERGENCY"}
+    for tier, name in enumerate(("WARN", "SOFT", "FULL", "EMERGENCY"), start=1):
+        count, p50, p90, p99, saved = _sql(
+            home,
+            f"""SELECT count(*), quantile_cont(compression_ratio, 0.5),
+                       quantile_cont(compression_ratio, 0.9),
+                       quantile_cont(compression_ratio, 0.99),
+                       CAST(sum(tokens_before - tokens_after) AS BIGINT)
+                {EFFECTIVE} AND tier = {tier}""",
+        )
+        got = figures["compression"][name]
+        assert got["count"] == count, name
+        assert got["ratio_p50"] == pytest.approx(p50), name
+        assert got["ratio_p90"] == pytest.approx(p90), name
+        assert got["ratio_p99"] == pytest.approx(p99), name
+        assert got["tokens_saved"] == saved, name
+
+
+def test_emergencies_and_tokens_billed_agree(replayed: tuple[Path, dict[str, Any]]) -> None:
+    home, figures = replayed
+    truncations, offloads, emergencies, turns, billed, uncompacted = _sql(
+        home,
+        f"""SELECT (SELECT count(*) {EFFECTIVE} AND tier = 4 AND {TRUNCATION}),
+                   (SELECT count(*) {EFFECTIVE} AND tier = 4 AND NOT {TRUNCATION}
+                       AND (emergency = 'offload' OR n_offloaded > 0)),
+                   (SELECT count(*) {EFFECTIVE} AND tier = 4),
+                   (SELECT count(*) FROM turns WHERE {LIVE}),
+                   (SELECT CAST(sum(tokens) AS BIGINT) FROM turns WHERE {LIVE}),
+                   (SELECT CAST(sum(history_tokens) AS BIGINT) FROM turns WHERE {LIVE})""",
+    )
+    assert emergencies > 0
+    assert figures["emergency"]["truncations"] == truncations
+    assert figures["emergency"]["offload_only"] == offloads
+    assert figures["emergency"]["per_100_turns"] == pytest.approx(emergencies * 100 / turns)
+    assert figures["tokens"]["billed"] == billed
+    assert figures["tokens"]["uncompacted"] == uncompacted
+    assert figures["tokens"]["saved_share"] == pytest.approx(1 - billed / uncompacted)

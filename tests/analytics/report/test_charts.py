@@ -1,0 +1,56 @@
+"""The figures only the report draws: titles, axis units, one trace per series or emergency."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analytics.report.charts import billing_figure, lead_ups_figure
+
+
+def test_billing_figure_draws_the_largest_sessions_billed_and_uncompacted() -> None:
+    timeline = pl.DataFrame(
+        {
+            "session_id": ["a", "b", "c"],
+            "tokens_billed": [10, 300, 20],
+            "tokens_uncompacted": [100, 900, 50],
+        }
+    )
+
+    fig = billing_figure(timeline, top=2)
+
+    assert [t.name for t in fig.data] == ["billed", "without compaction"]
+    assert list(fig.data[0].x) == ["b", "a"] and list(fig.data[0].y) == [300, 10]
+    assert "2 largest" in fig.layout.title.text and fig.layout.yaxis.title.text
+
+
+def test_lead_ups_figure_draws_one_line_per_emergency_up_to_top() -> None:
+    lead = pl.DataFrame(
+        {
+            "session_id": ["s1"] * 4,
+            "compaction_id": ["e1", "e1", "e2", "e3"],
+            "seq": [1, 2, 5, 9],
+            "turn": [1, 2, 5, 9],
+            "ratio": [0.5, 0.7, 0.9, 0.99],
+        }
+    )
+
+    fig = lead_ups_figure(lead, top=2)
+
+    assert len(fig.data) == 2
+    assert list(fig.data[0].y) == [0.5, 0.7]
+    assert lead_ups_figure(lead.clear()).data == ()
+
+
+def test_lead_ups_are_drawn_for_the_first_emergencies_whatever_the_table_order() -> None:
+    rows = pl.DataFrame(
+        {
+            "session_id": ["s2", "s1", "s1", "s1"],
+            "compaction_id": ["c-late", "c-second", "c-first", "c-first"],
+            "seq": [5, 9, 2, 1],
+            "turn": [3, 5, 2, 1],
+            "ratio": [0.9, 0.8, 0.7, 0.6],
+        }
+    )
+    fig = lead_ups_figure(rows, top=2)
+    assert [t.name for t in fig.data] == ["c-first", "c-second"]
+    assert list(fig.data[0].x) == [1, 2]

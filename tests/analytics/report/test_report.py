@@ -1,0 +1,59 @@
+"""``compactlens report FILE.html``: one self-contained file that opens offline, text escaped."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from analytics.cli.main import app
+from analytics.replay.synthetic import generate_session
+from compactor import Message, SpoolSink
+from tests.analytics.spool_helpers import ingest, run_session
+
+HOSTILE = "<script>alert('pwned')</script><img src=x onerror=alert(1)>"
+
+
+def test_the_report_is_self_contained_and_escapes_content(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    sink = SpoolSink(home / "spool")
+    session = generate_session(3)
+    hostile = [session[0], Message(role="user", content=HOSTILE), *session[2:]]
+    run_session(home, sink, 3, messages=hostile)
+    sink.close()
+    ingest(home)
+    out = tmp_path / "out" / "report.html"
+
+    done = CliRunner().invoke(app, ["report", str(out), "--home", str(home)])
+
+    assert done.exit_code == 0, done.output
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    # plotly.js is inlined once, and nothing is fetched from the network
+    assert page.count("plotly.js v") == 1
+    assert not re.search(r"<script[^>]+src=", page)
+    assert not re.search(r"<link[^>]+href=\"http", page)
+    assert HOSTILE not in page
+    assert len(re.findall(r'class="plotly-graph-div"', page)) == 5
+    stats = json.loads(CliRunner().invoke(app, ["stats", "--json", "--home", str(home)]).stdout)
+    assert f"<th>effective compactions</th><td>{stats['compactions']['total']:,}</td>" in page
+
+
+def test_a_report_of_a_store_without_sessions_is_written_with_empty_figures(
+    tmp_path: Path,
+) -> None:
+    """A new store, or one whose spool held nothing valid: the jobs never wrote a table."""
+    home = tmp_path / "home"
+    (home / "spool").mkdir(parents=True)
+    (home / "spool" / "only.jsonl").write_text("not an event\n", encoding="utf-8")
+    ingest(home)
+    out = tmp_path / "report.html"
+
+    done = CliRunner().invoke(app, ["report", str(out), "--home", str(home)])
+
+    assert done.exit_code == 0, done.output
+    assert done.exception is None
+    page = out.read_text(encoding="utf-8")
+    assert len(re.findall(r'class="plotly-graph-div"', page)) == 5
