@@ -5,11 +5,6 @@ schema is the documented module ``compactor.events``; every other module is inte
 """
 
 from compactor.anchors import Anchor, AnchorType, merge_anchors, parse_anchors_and_summary
-from compactor.compaction_message import (
-    CompactionState,
-    find_task_index,
-    parse_compaction_message,
-)
 from compactor.config import CompactorConfig
 from compactor.errors import (
     ChatModelError,
@@ -50,7 +45,6 @@ from compactor.records import (
     OffloadEntry,
     RecordStore,
     SummarizerStats,
-    read_record_file,
 )
 from compactor.session import CompactionSession
 from compactor.sinks import EventSink, MemorySink, SpoolSink
@@ -84,7 +78,6 @@ __all__ = [
     "CompactionOffloader",
     "CompactionRecord",
     "CompactionSession",
-    "CompactionState",
     "CompactionTier",
     "Compactor",
     "CompactorConfig",
@@ -120,7 +113,6 @@ __all__ = [
     "ToolCall",
     "estimate_tokens",
     "estimate_tool_schema_tokens",
-    "find_task_index",
     "format_notification",
     "from_openai",
     "merge_anchors",
@@ -129,8 +121,6 @@ __all__ = [
     "messages_to_anthropic",
     "messages_to_openai",
     "parse_anchors_and_summary",
-    "parse_compaction_message",
-    "read_record_file",
     "repair_orphaned_tool_pairs",
     "to_openai",
     "validate_history",

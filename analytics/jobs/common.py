@@ -13,7 +13,11 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from compactor import CompactionTier
+from compactor import ByteEstimator, CompactionTier
+
+BYTES_PER_TOKEN = ByteEstimator.bytes_per_token
+"""The default estimator's bytes per token (SPEC 3.1 ``estimate_tokens``): the one definition
+every job, replay and strategy divides by."""
 
 TIER_NAMES: dict[int, str] = {tier.value: tier.name for tier in CompactionTier}
 """Tier number → the CompactionTier name used in every job output ("WARN", …)."""

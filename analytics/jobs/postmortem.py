@@ -32,13 +32,12 @@ from typing import Any
 
 import polars as pl
 
-from analytics.jobs.common import is_effective
-from compactor import ByteEstimator, CompactionTier
+from analytics.jobs.common import BYTES_PER_TOKEN, is_effective
+from compactor import CompactionTier
 
 EMERGENCY_TIER = int(CompactionTier.EMERGENCY)
 DEFAULT_LEAD_UP_TURNS = 10
 DEFAULT_TOP_CONTRIBUTORS = 5
-BYTES_PER_TOKEN = ByteEstimator.bytes_per_token
 
 _CALLS_DTYPE = pl.List(pl.Struct({"id": pl.String, "name": pl.String, "arguments": pl.String}))
 

@@ -14,11 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from analytics.queries.frames import EFFECTIVE
+from analytics.queries.frames import EFFECTIVE, LIVE
 from analytics.queries.materialize import job_table_exists
 from analytics.store import EventStore
-
-_LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
 
 
 def session_summaries(store: EventStore) -> pl.DataFrame:
@@ -26,15 +24,15 @@ def session_summaries(store: EventStore) -> pl.DataFrame:
     started_at, turns, peak_tokens, compactions (effective), emergencies (effective), offloads."""
     return store.query(
         f"""WITH t AS (SELECT session_id, count(*) AS turns, max(tokens) AS peak_tokens
-                       FROM turns WHERE {_LIVE} GROUP BY session_id),
+                       FROM turns WHERE {LIVE} GROUP BY session_id),
                  c AS (SELECT session_id,
                               count(*) FILTER (WHERE {EFFECTIVE} AND tier > 0)
                                 AS compactions,
                               count(*) FILTER (WHERE {EFFECTIVE} AND tier = 4)
                                 AS emergencies
-                       FROM compactions WHERE {_LIVE} GROUP BY session_id),
+                       FROM compactions WHERE {LIVE} GROUP BY session_id),
                  o AS (SELECT session_id, count(*) AS offloads FROM offloads
-                       WHERE {_LIVE} GROUP BY session_id)
+                       WHERE {LIVE} GROUP BY session_id)
             SELECT s.session_id, s.agent, s.model, s.source, s.capture, s.context_window,
                    s.started_at, coalesce(t.turns, 0) AS turns, t.peak_tokens,
                    coalesce(c.compactions, 0) AS compactions,
@@ -54,7 +52,7 @@ def compaction_figures(store: EventStore) -> pl.DataFrame:
               compression_ratio, summarizer_input_tokens, summarizer_output_tokens,
               summarizer_latency_ms, duration_ms, fallback, emergency, n_dropped, n_offloaded,
               cut
-            FROM compactions WHERE {_LIVE}"""
+            FROM compactions WHERE {LIVE}"""
     )
 
 
@@ -73,7 +71,7 @@ def emergency_list(store: EventStore, session_id: str | None = None) -> pl.DataF
     """Effective Emergency compactions (of one session, or of every live session), newest
     first: session_id, compaction_id, seq, occurred_at, tokens_before, tokens_after, n_dropped,
     emergency."""
-    where, params = (f"AND {_LIVE}", []) if session_id is None else ("AND session_id = ?", [])
+    where, params = (f"AND {LIVE}", []) if session_id is None else ("AND session_id = ?", [])
     if session_id is not None:
         params = [session_id]
     return store.query(
@@ -109,7 +107,7 @@ def retention_status_rows(store: EventStore) -> pl.DataFrame:
         )
     return store.query(
         f"""SELECT anchor_type, status, last_compaction, reaches_last FROM job_retention_detail
-            WHERE {_LIVE}"""
+            WHERE {LIVE}"""
     )
 
 

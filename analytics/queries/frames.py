@@ -20,16 +20,21 @@ EFFECTIVE = "coalesce(effective, true)"
 flag existed) counts as effective, as in ``analytics.jobs.common.is_effective``."""
 
 
-def _live(column: str = "session_id") -> str:
+def live(column: str = "session_id") -> str:
+    """The SQL condition that ``column`` names a live session (not deleted, not superseded)."""
     return f"{column} IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
+
+
+LIVE = live()
+"""``live()`` on the ``session_id`` column: the condition every read of a projection uses."""
 
 
 def _scope(sessions: Sequence[str] | None, column: str = "session_id") -> tuple[str, list[str]]:
     """A WHERE clause limiting rows to live sessions, and to ``sessions`` when given."""
     if sessions is None:
-        return f"WHERE {_live(column)}", []
+        return f"WHERE {live(column)}", []
     marks = ", ".join("?" for _ in sessions) or "NULL"
-    return f"WHERE {column} IN ({marks}) AND {_live(column)}", list(sessions)
+    return f"WHERE {column} IN ({marks}) AND {live(column)}", list(sessions)
 
 
 _DEFAULTS = CompactorConfig()
@@ -158,5 +163,5 @@ def session_watermarks(store: EventStore) -> pl.DataFrame:
     """The newest event seq of every live session: what a job's results must cover."""
     return store.query(
         f"""SELECT session_id, max(seq) AS watermark FROM events
-            WHERE {_live()} GROUP BY session_id ORDER BY session_id"""
+            WHERE {live()} GROUP BY session_id ORDER BY session_id"""
     )

@@ -40,9 +40,7 @@ SELECT
   (SELECT median(compression_ratio) FROM compactions
     WHERE {effective} AND tier > 0 AND {live}) AS median_compression_ratio,
   (SELECT count(*) FROM quarantine) AS quarantined
-""".replace(
-    "{live}", "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
-).replace("{effective}", queries.EFFECTIVE)
+""".replace("{live}", queries.LIVE).replace("{effective}", queries.EFFECTIVE)
 
 
 def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ import polars as pl
 from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
+from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.replay.driver import summarizer_spec
 from compactor import (
     CompactionOffloader,
@@ -339,7 +340,7 @@ class FixedEstimator:
         return self._name
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
-        return int((n_bytes // 4) * self.slope + self.overhead)
+        return int((n_bytes // BYTES_PER_TOKEN) * self.slope + self.overhead)
 
     @classmethod
     def from_name(cls, name: str | None) -> FixedEstimator:

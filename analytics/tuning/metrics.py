@@ -25,9 +25,10 @@ from pydantic import BaseModel, ConfigDict
 
 from analytics.importers import ImportedSession
 from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
+from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.jobs.retention import anchor_survival, retention_detail
-from analytics.tuning.strategies import StrategyResult, view_bytes
-from compactor import Anchor, Message, estimate_tokens, find_task_index, validate_history
+from analytics.tuning.strategies import StrategyResult, task_index, view_bytes
+from compactor import Anchor, Message, estimate_tokens, validate_history
 
 _PATH_RE = re.compile(PATH_PATTERN)
 _WS_RE = re.compile(r"\s+")
@@ -152,13 +153,13 @@ def _task_present(view: Sequence[Message], task: Message) -> bool:
 
 def violation_count(result: StrategyResult) -> int:
     """Turns with a broken tool exchange, plus turns whose view lacks the task."""
-    task_index = find_task_index(result.history)
+    task_at = task_index(result.history)
     count = 0
     for turn in result.turns:
         if validate_history(turn.view):
             count += 1
-        task = result.history[task_index] if task_index is not None else None
-        if task_index is not None and task_index < turn.index and task is not None:
+        task = result.history[task_at] if task_at is not None else None
+        if task_at is not None and task_at < turn.index and task is not None:
             count += 0 if _task_present(turn.view, task) else 1
     return count
 
@@ -171,7 +172,7 @@ def uncompacted_tokens(result: StrategyResult, original: Sequence[Message]) -> i
     for turn in result.turns:
         running += view_bytes(original[upto : turn.index])
         upto = turn.index
-        total += running // 4
+        total += running // BYTES_PER_TOKEN
     return total
 
 

@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from analytics.importers import ImportedSession
+from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.tuning.strategies import (
     MeteredSummarizer,
     StrategyResult,
     TurnView,
     split_system,
     tail_start,
+    task_index,
     truncate_to_window,
     turn_indices,
     view_bytes,
@@ -36,7 +38,6 @@ from compactor import (
     Message,
     PreviousCompaction,
     Summarizer,
-    find_task_index,
     parse_anchors_and_summary,
 )
 
@@ -103,7 +104,7 @@ class _Summaries:
 
 def _first(history: Sequence[Message], keep_first: int) -> int:
     """End of the kept first messages: at least ``keep_first`` and the task, pair-safe."""
-    task = find_task_index(history)
+    task = task_index(history)
     end = max(keep_first, task + 1 if task is not None else 0)
     end = min(end, len(history))
     while end < len(history) and history[end].is_tool_result:
@@ -147,7 +148,7 @@ class ThresholdSummary:
         limit = self.fraction * window
         for i in turn_indices(history):
             base, rest = _view(head, history, first, state, i)
-            if view_bytes([*base, *rest]) // 4 > limit:
+            if view_bytes([*base, *rest]) // BYTES_PER_TOKEN > limit:
                 cut = max(state.upto, first) + tail_start(rest, self.keep_last)
                 if cut > max(state.upto, first):
                     state.summarise(list(history[max(state.upto, first) : cut]), result)

@@ -35,7 +35,6 @@ from compactor import (
     SummaryResult,
     TokenUsage,
     estimate_tokens,
-    find_task_index,
 )
 
 
@@ -100,6 +99,10 @@ class MeteredSummarizer:
         return SummaryResult(text=result.text, usage=usage, model=result.model)
 
 
+COMPACTION_MARK = "[Context Compaction]"
+"""How a compaction message starts (SPEC 3.2)."""
+
+
 def split_system(session: ImportedSession) -> tuple[Message | None, list[Message]]:
     msgs = session.messages
     if msgs and msgs[0].role == "system":
@@ -110,6 +113,19 @@ def split_system(session: ImportedSession) -> tuple[Message | None, list[Message
 def turn_indices(history: Sequence[Message]) -> list[int]:
     """History indices of the assistant messages: the points where the agent called the model."""
     return [i for i, m in enumerate(history) if m.role == "assistant"]
+
+
+def task_index(history: Sequence[Message]) -> int | None:
+    """The task (SPEC 3.3a.2): the first user message that is not a tool result and not a
+    compaction message, or None."""
+    for i, m in enumerate(history):
+        if (
+            m.role == "user"
+            and m.tool_call_id is None
+            and not m.content.startswith(COMPACTION_MARK)
+        ):
+            return i
+    return None
 
 
 def view_bytes(msgs: Sequence[Message]) -> int:
@@ -175,7 +191,7 @@ class NoCompaction:
         running sums of message sizes: time linear in the history, not quadratic."""
         system, history = split_system(session)
         result = StrategyResult(history=history, system=system)
-        task = find_task_index(history)
+        task = task_index(history)
         head = [system] if system is not None else []
         limit = window_bytes(window)
         sizes = [view_bytes([m]) for m in history]

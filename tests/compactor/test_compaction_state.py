@@ -16,16 +16,19 @@ from compactor import (
     Anchor,
     AnchorType,
     CompactionSession,
-    CompactionState,
     CompactionTier,
     ExtractiveSummarizer,
     MemorySink,
     Message,
     ProgressiveCompactor,
+)
+from compactor.compaction_message import (
+    COMPACTION_MARKER,
+    CompactionState,
     find_task_index,
     parse_compaction_message,
+    render_compaction_message,
 )
-from compactor.compaction_message import COMPACTION_MARKER, render_compaction_message
 from compactor.events import CompactionRecorded
 from tests.compactor.builders import ScriptedSummarizer, exchange
 

@@ -17,9 +17,9 @@ from compactor import (
     Message,
     OffloadHook,
     ProgressiveCompactor,
-    parse_compaction_message,
     validate_history,
 )
+from compactor.compaction_message import parse_compaction_message
 from tests.compactor.builders import ScriptedSummarizer, conversation, window_for
 
 

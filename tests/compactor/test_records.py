@@ -24,8 +24,8 @@ from compactor import (
     JsonlRecordStore,
     OffloadEntry,
     RecordStore,
-    read_record_file,
 )
+from compactor.records import read_record_file
 
 GO_DURATION_NS = 1_500_000_000
 

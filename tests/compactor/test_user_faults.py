@@ -34,9 +34,9 @@ from compactor import (
     TokenBudgetCompactor,
     ToolCall,
     format_notification,
-    parse_compaction_message,
     validate_history,
 )
+from compactor.compaction_message import parse_compaction_message
 from compactor.events import parse_event
 from compactor.tokens import message_bytes
 from tests.compactor.builders import ScriptedSummarizer, conversation, exchange, window_for

@@ -17,6 +17,7 @@ import pytest
 from analytics.importers import import_path
 from compactor import estimate_tokens
 from tests.analytics.cli_helpers import MINI_FILE, SWE_FILE, count, run, subprocess_env
+from tests.transcripts import DEV
 
 TRANSCRIPTS = SWE_FILE.parents[3]
 TAU_FILE = TRANSCRIPTS / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"
@@ -164,7 +165,7 @@ def test_a_file_named_on_the_command_line_that_nothing_recognises_is_rejected(
 
 
 def test_a_folder_of_real_transcripts_imports_with_exit_0(home: Path) -> None:
-    result = run("import", TRANSCRIPTS, "--home", home)
+    result = run("import", *DEV, "--home", home)
     assert result.exit_code == 0, result.output
     assert f"skipped: {TRANSCRIPTS / 'manifest.json'}:" in result.output
 

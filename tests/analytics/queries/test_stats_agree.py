@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from analytics.cli.main import app
 from analytics.store import EventStore
+from tests.transcripts import DEV
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "transcripts"
 LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
 EFFECTIVE = f"FROM compactions WHERE tier > 0 AND coalesce(effective, true) AND {LIVE}"
 TRUNCATION = (
@@ -30,9 +30,7 @@ TRUNCATION = (
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     home = tmp_path_factory.mktemp("dev16k")
     runner = CliRunner()
-    done = runner.invoke(
-        app, ["replay", str(TRANSCRIPTS), "--window", "16000", "--home", str(home)]
-    )
+    done = runner.invoke(app, ["replay", *map(str, DEV), "--window", "16000", "--home", str(home)])
     assert done.exit_code == 0, done.output
     stats = runner.invoke(app, ["stats", "--json", "--home", str(home)])
     assert stats.exit_code == 0, stats.output

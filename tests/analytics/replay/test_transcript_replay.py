@@ -13,6 +13,7 @@ import pytest
 
 from analytics.importers import ImportedSession, import_path
 from analytics.replay.driver import replay_session
+from analytics.tuning.strategies import task_index
 from compactor import (
     CompactionOffloader,
     CompactionRecord,
@@ -21,16 +22,14 @@ from compactor import (
     Message,
     ProgressiveCompactor,
     estimate_tokens,
-    find_task_index,
     validate_history,
 )
-
-TRANSCRIPTS = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "transcripts"
+from tests.transcripts import DEV, TRANSCRIPTS
 
 
 @pytest.fixture(scope="module")
 def sessions() -> list[ImportedSession]:
-    found, issues = import_path(TRANSCRIPTS)
+    found, issues = import_path(DEV)
     assert issues == [] or all("manifest" in i.path or i.path.endswith(".md") for i in issues)
     assert found, f"no transcripts under {TRANSCRIPTS}"
     return found
@@ -66,7 +65,7 @@ def test_every_transcript_replays_with_valid_views_and_the_whole_task(
     views = 0
     tiers: set[CompactionTier] = set()
     for imported in sessions:
-        task_at = find_task_index(imported.messages)
+        task_at = task_index(imported.messages)
         task = imported.messages[task_at].content if task_at is not None else ""
 
         def check(

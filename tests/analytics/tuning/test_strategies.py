@@ -22,19 +22,13 @@ from analytics.tuning import (
 )
 from analytics.tuning.strategies import (
     split_system,
+    task_index,
     truncate_to_window,
     turn_indices,
     view_bytes,
     window_bytes,
 )
-from compactor import (
-    CompactorConfig,
-    Message,
-    ToolCall,
-    estimate_tokens,
-    find_task_index,
-    validate_history,
-)
+from compactor import CompactorConfig, Message, ToolCall, estimate_tokens, validate_history
 from tests.analytics.tuning.builders import FixedSummarizer, six_turn_session
 
 
@@ -130,7 +124,7 @@ def _truncated_per_turn(
     """NoCompaction's views as its definition says, re-measuring every turn from scratch."""
     system, history = split_system(session)
     head = [system] if system is not None else []
-    task = find_task_index(history)
+    task = task_index(history)
     out = []
     for i in turn_indices(history):
         view, dropped = [*head, *history[:i]], False

@@ -1,0 +1,17 @@
+"""Where the shared public transcripts are, for the tests that read them.
+
+``DEV`` is the development set of the five transcript formats (every entry of the folder but
+``native/``, so a folder import meets the manifest and SOURCES.md as before); ``NATIVE`` holds
+the sessions in which Claude Code, Codex and OpenHands compacted their own context, read by the
+native-compaction tests only. Tests read them in place and never copy them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "transcripts"
+NATIVE = TRANSCRIPTS / "native"
+DEV: list[Path] = (
+    sorted(p for p in TRANSCRIPTS.iterdir() if p != NATIVE) if TRANSCRIPTS.is_dir() else []
+)
