@@ -24,6 +24,7 @@ from analytics.cli.terminal import (
     err_console,
     postmortem_table,
     print_issues,
+    print_note,
     print_skipped,
     retention_table,
     stats_table,
@@ -36,6 +37,7 @@ from analytics.queries.stats import fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError
 from analytics.tuning import run_tune, tune_json
+from analytics.tuning.specs import MAX_TRIALS, GridError
 
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
 SessionArgument = Annotated[
@@ -129,6 +131,12 @@ def tune(
         Path | None, typer.Option(help="TOML/JSON: CompactorConfig fields and values to try")
     ] = None,
     trials: Annotated[int, typer.Option(min=0, help="Optuna trials after the grid")] = 0,
+    max_trials: Annotated[
+        int,
+        typer.Option(
+            "--max-trials", min=1, help="Refuse a run of more grid configs plus --trials than this"
+        ),
+    ] = MAX_TRIALS,
     strategies: Annotated[
         list[str] | None,
         typer.Option(
@@ -157,9 +165,14 @@ def tune(
                 dask=dask,
                 home=root,
                 progress=trial_progress(bars),
+                max_trials=max_trials,
             )
+        except GridError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--grid") from None
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
+    for note in found.notes:
+        print_note(note)
     skipped, rejected = split_issues(paths, found.issues)  # skipped: a folder's README, ...
     print_skipped(skipped)
     print_issues(rejected)

@@ -36,11 +36,16 @@ from analytics.tuning.runlog import RunLog, TrialRecord, new_header, run_path
 from analytics.tuning.search import optuna_search
 from analytics.tuning.specs import (
     DEFAULT_GRID,
+    MAX_TRIALS,
     STRATEGY_KINDS,
+    GridError,
     StrategySpec,
-    grid_specs,
+    count_configs,
+    grid_size,
     load_grid,
+    plan_grid,
     rival_specs,
+    validate_grid,
 )
 from compactor import CompactorConfig
 
@@ -94,6 +99,8 @@ class TuneReport:
     issues: list[ImportIssue] = field(default_factory=list)
     resumed: int = 0
     evaluated: int = 0
+    notes: list[str] = field(default_factory=list)
+    """What the plan left out and why (grid combinations that are not valid configs)."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
@@ -180,33 +187,62 @@ class _Runner:
             self.backend.close()
 
 
-def _grid(grid: PathArg | Mapping[str, Sequence[Any]] | None) -> Mapping[str, Sequence[Any]]:
+def _grid(grid: PathArg | Mapping[str, Sequence[Any]] | None) -> tuple[dict[str, list[Any]], str]:
+    """The grid checked, and what to call it in a message."""
     if grid is None:
-        return DEFAULT_GRID
+        return dict(DEFAULT_GRID), "the default grid"
     if isinstance(grid, Mapping):
-        return grid
-    return load_grid(Path(grid))
+        return validate_grid(grid), "the grid"
+    return load_grid(Path(grid)), str(grid)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    tasks: list[Task]
+    notes: list[str]
 
 
 def _plan(
-    strategies: Sequence[str] | None, grid: PathArg | Mapping[str, Sequence[Any]] | None
-) -> list[Task]:
+    strategies: Sequence[str] | None,
+    grid: PathArg | Mapping[str, Sequence[Any]] | None,
+    trials: int = 0,
+    max_trials: int = MAX_TRIALS,
+) -> _Plan:
     """The fixed trials: the rivals asked for, then (with ``progressive``) the library's
-    default config and the grid, keyed ``rival:<name>`` / ``grid:<name>``."""
+    default config and the grid, keyed ``rival:<name>`` / ``grid:<name>``. ``GridError`` for a
+    bad grid, one with no valid configuration, or one that with ``trials`` plans more than
+    ``max_trials`` (counted before any configuration is built)."""
     kinds = list(strategies or STRATEGY_KINDS)
     unknown = sorted(set(kinds) - set(STRATEGY_KINDS))
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
-    specs = rival_specs(kinds)
+    specs, notes = rival_specs(kinds), []
     if "progressive" in kinds:
-        specs += [
-            StrategySpec(kind="progressive", config=CompactorConfig()),
-            *grid_specs(_grid(grid)),
-        ]
+        planned, source = _grid(grid)
+        size = count_configs(planned)
+        if size + trials > max_trials:
+            raise GridError(
+                f"{source}: the grid makes {size:,} configurations ({grid_size(planned)})"
+                + (f" and --trials adds {trials:,}" if trials else "")
+                + f", over --max-trials {max_trials:,}: shorten the grid's lists or raise "
+                "--max-trials (each trial replays every session)"
+            )
+        found = plan_grid(planned)
+        if not found.specs:
+            raise GridError(
+                f"{source}: no combination of the grid is a valid CompactorConfig (e.g. "
+                f"{found.first_invalid}); keep warn < soft < full < emergency across the lists"
+            )
+        if found.invalid:
+            notes.append(
+                f"{found.invalid:,} of {found.combinations:,} grid combinations are not valid "
+                f"configs and were skipped (e.g. {found.first_invalid})"
+            )
+        specs += [StrategySpec(kind="progressive", config=CompactorConfig()), *found.specs]
     tasks: dict[str, StrategySpec] = {}
     for spec in specs:
         tasks.setdefault(f"{'grid' if spec.kind == 'progressive' else 'rival'}:{spec.name}", spec)
-    return list(tasks.items())
+    return _Plan(list(tasks.items()), notes)
 
 
 def run_tune(
@@ -221,11 +257,14 @@ def run_tune(
     progress: TuneProgressCallback | None = None,
     *,
     seed: int = 0,
+    max_trials: int = MAX_TRIALS,
 ) -> TuneReport:
     """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
     ``window``; resumes the same run if it was interrupted. Raises ``AnalyticsError`` when no
-    session has a turn, ``ValueError`` for a bad grid or strategy name."""
-    tasks = _plan(strategies, grid)
+    session has a turn, ``ValueError`` for a strategy name and ``GridError`` (a ``ValueError``)
+    for a bad grid or one over ``max_trials`` with the trials, before anything is imported."""
+    plan = _plan(strategies, grid, trials, max_trials)
+    tasks = plan.tasks
     trials = trials if any(spec.kind == "progressive" for _k, spec in tasks) else 0
     sessions, issues = _load(paths)
     if not sessions:
@@ -255,6 +294,7 @@ def run_tune(
     results = {key: (spec, log.done[key].metrics) for key, spec in specs.items()}
     report = _report(results, run_id, window, home_path, log.path, tune_ids, held_ids)
     report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
+    report.notes = plan.notes
     return report
 
 

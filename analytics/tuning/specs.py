@@ -3,19 +3,33 @@
 A ``StrategySpec`` names a strategy kind and its parameters, builds the strategy in whichever
 process runs it, and is what the run log stores. ``default_grid`` spans the progressive
 compactor's thresholds, minimum tail, offload threshold and tool-time offload; ``load_grid``
-reads the same shape from a TOML or JSON file (``--grid``). Nothing here replays anything.
+reads the same shape from a TOML or JSON file (``--grid``) and ``validate_grid`` checks any grid
+with pydantic, strictly (a ``"no"`` is not a bool, a ``true`` not a number, NaN not a ratio);
+``count_configs`` sizes a grid before anything is built and ``plan_grid`` builds its valid
+combinations, counting the others. Nothing here replays anything.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    create_model,
+)
 
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
 from analytics.tuning.strategies import NoCompaction, ProgressiveStrategy, Strategy
@@ -99,42 +113,136 @@ def progressive_spec(values: Mapping[str, Any]) -> StrategySpec:
     try:
         config = CompactorConfig.model_validate(fields)
     except ValidationError as exc:
-        raise ValueError(str(exc.errors()[0]["msg"])) from None
+        raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
     return StrategySpec(
         kind="progressive", config=config, tool_time_offload=bool(values.get("tool_time_offload"))
     )
 
 
-def grid_specs(grid: Mapping[str, Sequence[Any]]) -> list[StrategySpec]:
-    """Every valid combination of the grid's values (invalid ones, e.g. soft >= full, skipped)."""
+class GridError(ValueError):
+    """A grid that cannot be run as given: an unknown field, a value of the wrong type or out
+    of range, an empty list, no valid combination, or more configurations than allowed."""
+
+
+GRID_FIELDS = (*CompactorConfig.model_fields, "tool_time_offload")
+"""The keys a grid may have: every ``CompactorConfig`` field, and ``tool_time_offload``."""
+MAX_TRIALS = 500
+"""How many trials (grid configurations plus Optuna trials) a run plans unless told more."""
+
+
+def _value_type(name: str) -> Any:
+    """One value of grid field ``name``: the config field's type and bounds, strict (no string
+    for a number or a bool, no bool for a number) and finite."""
+    if name == "tool_time_offload":
+        return Annotated[bool, Strict()]
+    info = CompactorConfig.model_fields[name]
+    finite = [AllowInfNan(False)] if info.annotation is float else []
+    return Annotated[info.annotation, Strict(), *finite, *info.metadata]
+
+
+def _as_list(value: Any) -> Any:
+    """A scalar is a one-value list; a list or a table is left for validation to judge."""
+    return value if isinstance(value, list | tuple | dict) else [value]
+
+
+def _field(name: str) -> Any:
+    values = cast(Any, list)[_value_type(name)]
+    return (Annotated[values, BeforeValidator(_as_list), Field(min_length=1)] | None, None)
+
+
+GridModel: type[BaseModel] = create_model(
+    "GridModel",
+    __config__=ConfigDict(extra="forbid", frozen=True),
+    **{name: _field(name) for name in GRID_FIELDS},
+)
+"""A grid: each field a non-empty list of valid values of that field (or absent)."""
+
+
+def validate_grid(data: Mapping[str, Any], source: str = "the grid") -> dict[str, list[Any]]:
+    """``data`` checked field by field; ``GridError`` naming ``source``, each bad field and the
+    value it holds, and what to write instead."""
+    unknown = sorted(set(data) - set(GRID_FIELDS))
+    if unknown:
+        raise GridError(
+            f"{source}: unknown field(s) {unknown}; use CompactorConfig fields or tool_time_offload"
+        )
+    try:
+        checked = GridModel.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = [_problem(error, data) for error in exc.errors()[:3]]
+        raise GridError(
+            f"{source}: {'; '.join(problems)}; give each field a list of values of its type, "
+            "e.g. warn = [0.5, 0.6], min_tail_messages = [4, 8], tool_time_offload = [false, true]"
+        ) from None
+    return {k: list(v) for k, v in checked.model_dump(exclude_none=True).items()}
+
+
+def _problem(error: Any, data: Mapping[str, Any]) -> str:
+    name, *where = error["loc"]
+    if where and isinstance(where[0], int):
+        return f"{name}[{where[0]}] = {error['input']!r}: {error['msg']}"
+    return f"{name} = {data.get(str(name))!r}: {error['msg']}"
+
+
+def count_configs(grid: Mapping[str, Sequence[Any]]) -> int:
+    """How many combinations ``grid`` makes (the product of its lists' lengths), computed
+    without building one."""
+    return math.prod(len(values) for values in grid.values())
+
+
+def grid_size(grid: Mapping[str, Sequence[Any]]) -> str:
+    """The product spelt out over the fields with more than one value: ``warn 2 × soft 3``."""
+    parts = [f"{k} {len(v)}" for k, v in grid.items() if len(v) > 1]
+    return " × ".join(parts) or "one value per field"
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """The valid, distinct configurations of a grid, and the combinations that were not."""
+
+    specs: list[StrategySpec]
+    combinations: int
+    invalid: int
+    first_invalid: str = ""
+    """The first invalid combination and why, e.g. ``warn=0.9, soft=0.7: thresholds must…``."""
+
+
+def plan_grid(grid: Mapping[str, Sequence[Any]]) -> GridPlan:
+    """Every valid combination of the grid's values as a spec (duplicates once); the invalid
+    ones (e.g. soft >= full) counted, the first kept with its reason."""
     keys = list(grid)
     specs: list[StrategySpec] = []
+    invalid, first = 0, ""
     for combo in itertools.product(*(grid[k] for k in keys)):
+        values = dict(zip(keys, combo, strict=True))
         try:
-            specs.append(progressive_spec(dict(zip(keys, combo, strict=True))))
-        except ValueError:
-            continue
-    return list({s.name: s for s in specs}.values())
+            specs.append(progressive_spec(values))
+        except ValueError as exc:
+            invalid += 1
+            if not first:
+                shown = ", ".join(f"{k}={v}" for k, v in values.items())
+                first = f"{shown}: {exc}"
+    unique = list({s.name: s for s in specs}.values())
+    return GridPlan(unique, count_configs(grid), invalid, first)
+
+
+def grid_specs(grid: Mapping[str, Sequence[Any]]) -> list[StrategySpec]:
+    """Every valid combination of the grid's values (invalid ones, e.g. soft >= full, skipped)."""
+    return plan_grid(grid).specs
 
 
 def load_grid(path: Path) -> dict[str, list[Any]]:
     """A grid from TOML (``.toml``) or JSON: each key a ``CompactorConfig`` field or
     ``tool_time_offload``, each value a list (a scalar is a one-value list). Keys absent from
-    the file keep the default grid's values. Raises ``ValueError`` naming the file."""
+    the file keep the default grid's values. Raises ``GridError`` (a ``ValueError``) naming the
+    file, the field and the value."""
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read the grid: {exc.strerror or exc}") from None
+        raise GridError(f"{path}: cannot read the grid: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path}: not a valid grid file: {exc}") from None
+        raise GridError(f"{path}: not a valid grid file: {exc}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a table of field = [values]")
-    known = set(CompactorConfig.model_fields) | {"tool_time_offload"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {unknown}; use CompactorConfig fields")
-    grid = dict(DEFAULT_GRID)
-    for key, value in data.items():
-        grid[key] = list(value) if isinstance(value, list) else [value]
-    return grid
+        raise GridError(f"{path}: expected a table of field = [values], got {type(data).__name__}")
+    return {**DEFAULT_GRID, **validate_grid(data, str(path))}
