@@ -44,7 +44,7 @@ from analytics import (
     views_frame,
 )
 from app.owner import StoreOwner, current_home
-from app.widgets import md_escape
+from app.widgets import md_escape, not_found
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda owner: owner.close())
@@ -137,6 +137,16 @@ def frame(name: str, session: str | None = None) -> pl.DataFrame:
 
 def home() -> Path:
     return owner().home
+
+
+def known_session(sid: str) -> bool:
+    """Whether session ``sid`` is in the store (a deleted one too); if not, the page's "not
+    found" message and a link to the sessions page, so a stale or mistyped link never reaches
+    a query that assumes the session exists."""
+    if frame("sessions", sid).height:
+        return True
+    not_found("session", sid, "sessions")
+    return False
 
 
 def session_ids() -> list[str]:

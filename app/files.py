@@ -54,22 +54,35 @@ def work_dirs(home: Path, metadata: Mapping[str, Any]) -> list[Path]:
 
 def resolve_offload(work_dir: Path, relative: str) -> Path:
     """The real path of ``relative`` under ``work_dir``'s offload root, or ``UnsafePathError``
-    (``FileNotFoundError`` when it is safe but absent)."""
+    (``FileNotFoundError`` when it is safe but names no file: absent, too long, through a
+    file, or holding a NUL byte)."""
     rel = PurePosixPath(relative.replace("\\", "/"))
     if not relative or rel.is_absolute() or ".." in rel.parts:
         raise UnsafePathError(f"{relative!r} is not a relative path inside the offload folder")
+    if "\0" in relative:  # no file name holds one; os calls would raise ValueError
+        raise FileNotFoundError(f"{relative!r} holds a NUL byte: no file has that name")
+    try:
+        real = _walk_down(work_dir, relative, rel)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ENAMETOOLONG, ENOTDIR, ELOOP, EACCES: no file to serve
+        raise FileNotFoundError(f"{relative!r}: {exc.strerror or exc}") from None
     root = (work_dir / OFFLOAD_DIR).resolve()
-    current = work_dir
-    for part in rel.parts:
-        current = current / part
-        if current.is_symlink():
-            raise UnsafePathError(f"{relative!r} goes through a symbolic link: refused")
-    real = current.resolve(strict=True)
     if not real.is_relative_to(root):
         raise UnsafePathError(f"{relative!r} is outside the offload folder {root}")
     if not real.is_file():
         raise UnsafePathError(f"{relative!r} is not a regular file")
     return real
+
+
+def _walk_down(work_dir: Path, relative: str, rel: PurePosixPath) -> Path:
+    """``rel`` under ``work_dir`` resolved, refusing a symbolic link at any step."""
+    current = work_dir
+    for part in rel.parts:
+        current = current / part
+        if current.is_symlink():
+            raise UnsafePathError(f"{relative!r} goes through a symbolic link: refused")
+    return current.resolve(strict=True)
 
 
 def find_offload(dirs: list[Path], relative: str) -> Path:

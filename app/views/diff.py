@@ -16,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from analytics import ANCHOR_ORDER
-from app.context import frame, session_ids
+from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, link, not_found, paginate, pick
 
 STATUS_COLOURS = {
@@ -104,8 +104,10 @@ def _choose(sid: str) -> str | None:
 def render() -> None:
     st.title("Compaction diff")
     sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
-    cid = None if sid is None else _choose(sid)
-    if sid is None or cid is None:
+    if sid is None or not known_session(sid):
+        return
+    cid = _choose(sid)
+    if cid is None:
         return
     record_rows = frame("compactions", sid).filter(pl.col("id") == cid)
     if record_rows.height == 0:

@@ -14,7 +14,7 @@ import polars as pl
 import streamlit as st
 
 from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, contributors_figure, lead_up_figure
-from app.context import frame, owner, read, session_ids
+from app.context import frame, known_session, owner, read, session_ids
 from app.widgets import EMPTY_STORE, link, paginate, param
 
 NONE_YET = (
@@ -85,6 +85,9 @@ def render() -> None:
     sid = param("session")
     if sid is None:
         _fleet()
+        return
+    if not known_session(sid):
+        link("emergencies", "all emergencies")
         return
     st.text(sid)
     found: dict[str, Any] = read("postmortems", sid)

@@ -14,8 +14,13 @@ import polars as pl
 import streamlit as st
 
 from app import files
-from app.context import frame, home, read, session_ids
+from app.context import frame, home, known_session, read, session_ids
 from app.widgets import EMPTY_STORE, link, md_escape, paginate, param, pick
+
+NOT_HERE = (
+    "The file is not on this machine (it lives where the agent ran, or was deleted by "
+    "session.delete())."
+)
 
 
 def _dirs(sid: str) -> list[Path]:
@@ -32,17 +37,19 @@ def _preview(sid: str, relative: str) -> None:
         st.error(f"Refused: {md_escape(str(exc))}")
         return
     except FileNotFoundError:
-        st.warning(
-            "The file is not on this machine (it lives where the agent ran, or was deleted by "
-            "session.delete())."
-        )
+        st.warning(NOT_HERE)
         return
-    text, cut = files.read_text(path)
+    try:
+        text, cut = files.read_text(path)
+        data = path.read_bytes()
+    except OSError as exc:  # removed or made unreadable since it was resolved
+        st.warning(f"{NOT_HERE} ({md_escape(exc.strerror or str(exc))})")
+        return
     if cut:
-        st.caption(f"first {files.PREVIEW_BYTES:,} bytes of {path.stat().st_size:,}")
+        st.caption(f"first {files.PREVIEW_BYTES:,} bytes of {len(data):,}")
     st.download_button(
         "download",
-        data=path.read_bytes(),
+        data=data,
         file_name=path.name,
         mime="text/plain",
         key="download",
@@ -68,7 +75,7 @@ def _files(sid: str, paths: list[str], sizes: dict[str, int]) -> None:
 def render() -> None:
     st.title("Offloaded files")
     sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
-    if sid is None:
+    if sid is None or not known_session(sid):
         return
     st.text(sid)
     rows = frame("offloads", sid)

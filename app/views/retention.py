@@ -12,7 +12,7 @@ import polars as pl
 import streamlit as st
 
 from analytics import anchor_survival, silent_drops, survival_figure
-from app.context import frame, session_ids
+from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
 
 NO_ITEMS = (
@@ -62,6 +62,9 @@ def render() -> None:
             sid = str(choice)
     if sid is None:
         _show(frame("retention_fleet"), frame("silent_drops_fleet"), "Anchor survival, whole fleet")
+        return
+    if not known_session(sid):
+        link("retention", "whole fleet")
         return
     st.text(sid)
     detail = frame("retention", sid)

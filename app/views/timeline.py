@@ -14,8 +14,8 @@ import polars as pl
 import streamlit as st
 
 from analytics import THRESHOLDS, timeline_figure
-from app.context import frame, session_ids
-from app.widgets import EMPTY_STORE, PAGE_FILES, link, not_found, paginate, pick
+from app.context import frame, known_session, session_ids
+from app.widgets import EMPTY_STORE, PAGE_FILES, link, paginate, pick
 
 
 def _settings(session: pl.DataFrame) -> tuple[dict[str, float], int, int]:
@@ -54,12 +54,9 @@ def _marker_links(sid: str, markers: pl.DataFrame) -> None:
 def render() -> None:
     st.title("Timeline")
     sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
-    if sid is None:
+    if sid is None or not known_session(sid):
         return
     session = frame("sessions", sid)
-    if session.height == 0:
-        not_found("session", sid, "sessions")
-        return
     st.text(sid)
     turns = frame("timeline", sid)
     markers = frame("markers", sid)

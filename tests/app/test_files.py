@@ -64,6 +64,18 @@ def test_a_missing_file_is_not_found_in_any_work_dir(work_dir: Path, tmp_path: P
     assert found.name == "call_1.txt"
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["a" * 300, "a\x00b", "call_1.txt/x", "call_1.txt/x/y.txt"],
+    ids=["ENAMETOOLONG", "NUL", "ENOTDIR", "ENOTDIR-deeper"],
+)
+def test_a_name_no_file_can_have_is_not_found(work_dir: Path, name: str) -> None:
+    with pytest.raises(FileNotFoundError):
+        files.resolve_offload(work_dir, f"{ROOT}/s1/{name}")
+    with pytest.raises(FileNotFoundError, match="in none of"):
+        files.find_offload([work_dir], f"{ROOT}/s1/{name}")
+
+
 def test_listing_skips_links(work_dir: Path) -> None:
     (work_dir / ROOT / "s1" / "link.txt").symlink_to(work_dir.parent / "secret.txt")
 

@@ -235,10 +235,16 @@ def test_script_and_html_in_content_stay_text(fixture_home: FixtureHome) -> None
         assert not element.proto.allow_html
 
 
-def test_unknown_session_says_so(fixture_home: FixtureHome) -> None:
-    at = open_page("diff", session="nope<b>", compaction="missing")
+def test_an_unknown_compaction_of_a_known_session_says_so(fixture_home: FixtureHome) -> None:
+    at = open_page("diff", session=session_with(fixture_home, "sqlfluff"), compaction="miss<b>")
 
     assert any("No compaction" in w.value for w in at.warning)
+
+
+def test_an_unknown_session_in_a_link_is_named_escaped(fixture_home: FixtureHome) -> None:
+    at = open_page("diff", session="nope<b>", compaction="missing")
+
+    assert any("No session nope\\<b\\>" in w.value for w in at.warning)
 
 
 def test_an_empty_store_says_what_to_do(
@@ -264,3 +270,32 @@ def test_a_store_owned_by_another_process_gets_one_clear_line(
     assert not at.exception
     assert len(at.error) == 1 and "another process" in at.error[0].value
     assert not at.metric
+
+
+@pytest.mark.parametrize("page", ["emergencies", "timeline", "offloads", "retention", "diff"])
+def test_a_link_to_an_unknown_session_says_not_found(fixture_home: FixtureHome, page: str) -> None:
+    at = open_page(page, session="no-such-session")  # open_page: no exception on the page
+
+    warnings = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert "no-such-session" in warnings and "in this store" in warnings
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a" * 300,  # ENAMETOOLONG
+        "a\x00b",  # what ?file=a%00b decodes to: an embedded NUL
+        "call_0.txt/x",  # ENOTDIR: a file used as a folder
+    ],
+)
+def test_an_offload_name_no_file_can_have_gets_the_not_found_message(
+    fixture_home: FixtureHome, name: str
+) -> None:
+    first = link_params(open_page("offloads", session=fixture_home.hostile), "call_0.txt")["file"]
+    asked = str(PurePosixPath(first).parent / name)
+
+    at = open_page("offloads", session=fixture_home.hostile, file=asked)
+
+    assert any("not on this machine" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert not at.error and not at.code
