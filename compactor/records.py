@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compactor.anchors import Anchor
+from compactor.appending import append_whole, lock_file
 from compactor.encoding import utf8
 from compactor.safepath import safe_name
 
@@ -159,16 +160,6 @@ class CompactionRecord(BaseModel):
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
 
 
-def _lock(fd: int, *, exclusive: bool) -> None:
-    """An advisory whole-file lock where the platform has one (POSIX ``flock``); elsewhere
-    appends of one line stay atomic enough, and ``import compactor`` must not fail."""
-    if os.name != "posix":
-        return
-    import fcntl  # POSIX only: imported here so that the package imports on Windows
-
-    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-
-
 def compression_ratio(tokens_before: int, tokens_after: int) -> float:
     return tokens_after / tokens_before if tokens_before > 0 else 0.0
 
@@ -207,15 +198,16 @@ class JsonlRecordStore:
         return self.root / f"{safe_name(session_id or 'default')}.jsonl"
 
     def append(self, record: CompactionRecord) -> None:
-        """Append one line under an exclusive lock and fsync it. Raises on I/O failure."""
+        """Append one line under an exclusive lock and fsync it: the whole line or nothing (a
+        write a full disk stops part-way is cut back). Raises on I/O failure."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = utf8(record.to_json_line() + "\n")
         fd = os.open(
             self.path_for(record.session_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )
         try:
-            _lock(fd, exclusive=True)
-            os.write(fd, line)
+            lock_file(fd, exclusive=True)
+            append_whole(fd, line)  # a failed write leaves no fragment for the next to glue on
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -247,7 +239,7 @@ def read_record_file(path: Path) -> RecordReadResult:
     except FileNotFoundError:
         return result
     with fh:
-        _lock(fh.fileno(), exclusive=False)
+        lock_file(fh.fileno(), exclusive=False)
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue

@@ -1,16 +1,19 @@
 """Event sinks: where the compactor and the session send events.
 
 ``SpoolSink`` appends JSONL, one file per producer process, buffered and flushed on every
-compaction and on close; a disk error never raises into the agent: it is counted, the events stay
-buffered (up to a cap) and the next flush retries. ``MemorySink`` keeps events in a list for
-tests and in-process consumers; ``strict=True`` makes it check the contract and raise. Both
-tell a resumed session where its ``seq`` goes on (``next_seq``). Text that UTF-8 cannot hold
-(lone surrogates) is scrubbed on the way out, never raised on.
+compaction and on close; a disk error never raises into the agent: it is counted, logged once
+per failure episode, the events stay buffered (up to a cap) and a later flush retries, writing
+each event exactly once (a write torn by a full disk is cut back). ``MemorySink`` keeps events
+in a list for tests and in-process consumers; ``strict=True`` makes it check the contract and
+raise. Both tell a resumed session where its ``seq`` goes on (``next_seq``); the spool keeps a
+per-session index for it (``seqindex``), so that resuming does not read the spool. Text that
+UTF-8 cannot hold (lone surrogates) is scrubbed on the way out, never raised on.
 """
 
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import logging
 import os
@@ -18,13 +21,15 @@ import socket
 import threading
 import uuid
 import weakref
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from compactor.appending import append_whole
 from compactor.encoding import utf8
 from compactor.events import ENVELOPE_HEAD, Event, parse_event
 from compactor.safepath import safe_name
+from compactor.seqindex import SeqIndex
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +93,18 @@ atexit.register(_close_all)
 class SpoolSink:
     """Append-only JSONL spool: ``<spool_dir>/<host>-<pid>-<random>.jsonl``.
 
+    Each event is encoded once, when emitted. A flush writes the buffer in chunks, each whole or
+    not at all (``append_whole``): a write a full disk stops part-way is cut back, so the file
+    always ends at a complete line and nothing is written twice. While writes fail, events stay
+    buffered (the oldest dropped beyond ``max_buffered``), a retry happens every
+    ``buffer_events`` emits or on ``flush``, and one warning is logged per failure episode (until
+    a write succeeds again). Sessions' next seqs are kept in ``SeqIndex`` files beside the spool
+    (``<spool_dir>/.seq/``), written before the events they cover.
+
     Attributes:
         errors: failed flushes so far; ``last_error`` holds the newest message.
         dropped: events discarded because the buffer cap was reached while the disk failed.
+        written: events written to the spool file.
     """
 
     def __init__(
@@ -102,18 +116,27 @@ class SpoolSink:
         fsync: bool = False,
     ) -> None:
         self.spool_dir = Path(spool_dir)
-        self.buffer_events = buffer_events
-        self.max_buffered = max_buffered
+        self.buffer_events = max(1, buffer_events)
+        self.max_buffered = max(1, max_buffered)
         self.fsync = fsync
         self.errors = 0
         self.dropped = 0
         self.last_error = ""
         self.written = 0
-        self._buffer: list[str] = []
+        self.index = SeqIndex(self.spool_dir)
+        self._buffer: deque[bytes] = deque()
         self._lock = threading.Lock()
         self._pid = -1
         self._path: Path | None = None
-        self._seqs: dict[str, int] | None = None
+        self._size: int | None = None
+        """Where this process's file ends after its last complete write."""
+        self._emitted: dict[str, int] = {}
+        """Per session, the seq after the newest event this sink was given."""
+        self._unindexed: dict[str, int] = {}
+        """Sessions whose newest seq the index does not hold yet."""
+        self._scanned: dict[str, int] | None = None
+        self._failing = False
+        self._since_failure = 0
         _OPEN_SPOOLS.add(self)
 
     @property
@@ -121,19 +144,28 @@ class SpoolSink:
         """The file this process writes (None until the first flush)."""
         return self._path
 
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
     def emit(self, event: Event) -> None:
-        line = event.to_json_line()
+        line = utf8(event.to_json_line() + "\n")
+        sid, after = event.session_id, event.seq + 1
         with self._lock:
-            if self._seqs is not None:
-                self._seqs[event.session_id] = max(
-                    self._seqs.get(event.session_id, 0), event.seq + 1
-                )
+            if after > self._emitted.get(sid, 0):
+                self._emitted[sid] = after
+            if after > self._unindexed.get(sid, 0):
+                self._unindexed[sid] = after
             if len(self._buffer) >= self.max_buffered:
-                self._buffer.pop(0)
+                self._buffer.popleft()
                 self.dropped += 1
             self._buffer.append(line)
-            full = len(self._buffer) >= self.buffer_events
-        if full:
+            if self._failing:  # retry once per buffer_events emits, not on every one
+                self._since_failure += 1
+                due = self._since_failure >= self.buffer_events
+            else:
+                due = len(self._buffer) >= self.buffer_events
+        if due:
             self.flush()
 
     def _file(self) -> Path:
@@ -141,70 +173,98 @@ class SpoolSink:
             self._pid = os.getpid()
             host = safe_name(socket.gethostname() or "host")
             self._path = self.spool_dir / f"{host}-{self._pid}-{uuid.uuid4().hex[:8]}.jsonl"
+            self._size = None
         return self._path
 
     def flush(self) -> None:
-        """Write buffered events; on failure keep them, count it, and never raise."""
+        """Write buffered events; on failure keep what was not written, count it, never raise."""
         with self._lock:
             if not self._buffer:
                 return
-            data = utf8("\n".join(self._buffer) + "\n")
+            if self._unindexed and self.index.record(self._unindexed):
+                self._unindexed.clear()
+            before = self.written
             try:
                 self.spool_dir.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self._file(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 try:
-                    view = memoryview(data)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
-                    if self.fsync:
-                        os.fsync(fd)
+                    self._write_chunks(fd)
                 finally:
                     os.close(fd)
             except OSError as exc:
-                self.errors += 1
-                self.last_error = f"spool write to {self.spool_dir} failed: {exc}"
-                log.warning("%s; %d events kept in memory", self.last_error, len(self._buffer))
+                self._failed(exc, self.written - before)
                 return
-            self.written += len(self._buffer)
-            self._buffer.clear()
+            if self._failing:
+                log.info("spool writes to %s work again", self.spool_dir)
+            self._failing = False
+
+    def _write_chunks(self, fd: int) -> None:
+        """Write the buffer in chunks of about ``_CHUNK_BYTES``; each lands whole or not at all
+        and leaves the buffer only once written."""
+        while self._buffer:
+            chunk = list(itertools.islice(self._buffer, self.buffer_events))
+            data = b"".join(chunk)
+            while len(chunk) > 1 and len(data) > _CHUNK_BYTES:
+                chunk = chunk[: len(chunk) // 2]
+                data = b"".join(chunk)
+            self._size = append_whole(fd, data, size=self._size)
+            for _ in chunk:
+                self._buffer.popleft()
+            self.written += len(chunk)
+        if self.fsync:
+            os.fsync(fd)
+
+    def _failed(self, exc: OSError, landed: int) -> None:
+        self.errors += 1
+        self._since_failure = 0
+        self.last_error = (
+            f"spool write to {self.spool_dir} failed: {exc}; {len(self._buffer)} events kept in "
+            f"memory (up to {self.max_buffered}) and retried every {self.buffer_events} events "
+            "or on flush; free space or fix the folder's permissions"
+        )
+        if landed:
+            self.last_error += f" ({landed} events were written before the failure)"
+        if not self._failing:
+            self._failing = True
+            log.warning("%s; further failures are counted until a write succeeds", self.last_error)
 
     def next_seq(self, session_id: str) -> int:
-        """The seq after the last event of ``session_id`` in the spool (0 if none). The spool is
-        scanned once per sink, when a session first asks; later events are tracked as emitted."""
+        """The seq after the last event of ``session_id`` in the spool (0 if none): from the
+        session's index file, in O(1); only without a usable index is the spool scanned (once
+        per sink, and the index rebuilt from what the scan found)."""
         with self._lock:
-            if self._seqs is None:
-                self._seqs = _scan_seqs(self.spool_dir)
-                for line in self._buffer:
-                    self._track(line)
-            return self._seqs.get(session_id, 0)
-
-    def _track(self, line: str) -> None:
-        assert self._seqs is not None
-        for _kind, sid, seq in ENVELOPE_HEAD.findall(line.encode("utf-8", "replace")):
-            key = json.loads(sid)
-            self._seqs[key] = max(self._seqs.get(key, 0), int(seq) + 1)
-
-    @property
-    def pending(self) -> int:
-        return len(self._buffer)
+            stored = self.index.next_seq(session_id)
+            if stored is None:
+                if self._scanned is None:
+                    self._scanned, complete = _scan_seqs(self.spool_dir)
+                    if complete:
+                        self.index.adopt(self._scanned)
+                stored = self._scanned.get(session_id, 0)
+            return max(stored, self._emitted.get(session_id, 0))
 
     def close(self) -> None:
         self.flush()
 
 
-def _scan_seqs(spool_dir: Path) -> dict[str, int]:
-    """The next seq of every session in the spool files under ``spool_dir``."""
+_CHUNK_BYTES = 1 << 20
+"""The largest write of one flush step: under a full disk a retry costs at most this much."""
+
+
+def _scan_seqs(spool_dir: Path) -> tuple[dict[str, int], bool]:
+    """The next seq of every session in the spool files under ``spool_dir``, and whether every
+    file could be read."""
     seqs: dict[str, int] = {}
     try:
         files = sorted(spool_dir.glob("*.jsonl"))
     except OSError:
-        return seqs
+        return seqs, False
+    complete = True
     for path in files:
         try:
             data = path.read_bytes()
         except OSError as exc:
             log.warning("spool file %s unreadable while resuming a session: %s", path, exc)
+            complete = False
             continue
         for _kind, sid, seq in ENVELOPE_HEAD.findall(data):
             try:
@@ -212,4 +272,4 @@ def _scan_seqs(spool_dir: Path) -> dict[str, int]:
             except ValueError:
                 continue
             seqs[key] = max(seqs.get(key, 0), int(seq) + 1)
-    return seqs
+    return seqs, complete

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from compactor import (
     CompactionOffloader,
@@ -46,26 +41,6 @@ def test_denied_offload_keeps_original_content_and_records_the_error(tmp_path: P
     assert "content kept in context" in record.error
     assert view == msgs
     assert record.effective is False
-
-
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 64 KiB tmpfs (needs root and mount); skipped where it cannot be made."""
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=False)
 
 
 def test_full_disk_offload_keeps_every_unwritten_result_verbatim(tiny_disk: Path) -> None:
