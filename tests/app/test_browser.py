@@ -211,3 +211,29 @@ def test_a_second_owner_gets_one_clear_line(served: Served, tmp_path: Path) -> N
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("path", "raw_query", "expected"),
+    [
+        ("/emergencies", "session=no-such-session", "No session no-such-session"),
+        ("/offloads", "file={folder}/" + "a" * 300, "not on this machine"),
+        ("/offloads", "file={folder}/a%00b", "not on this machine"),
+        ("/offloads", "file={folder}/call_0.txt/x", "not on this machine"),
+    ],
+    ids=["unknown-session", "ENAMETOOLONG", "NUL", "ENOTDIR"],
+)
+def test_a_link_that_matches_nothing_gets_the_page_s_not_found_message(
+    served: Served, path: str, raw_query: str, expected: str
+) -> None:
+    home = served.fixture.home
+    folder = next((home / ".compactlens" / "tool_results").glob("hostile-*"))
+    relative = urllib.parse.quote(str(folder.relative_to(home)))
+    session = urllib.parse.quote(served.fixture.hostile)
+    query = raw_query.format(folder=relative)
+    if path == "/offloads":
+        query = f"session={session}&{query}"
+    served.driver.get(f"{served.url}{path}?{query}")  # as typed or pasted, %00 and all
+
+    page_text(served.driver, expected)
+    assert not exception_boxes(served.driver)
