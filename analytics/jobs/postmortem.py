@@ -32,14 +32,15 @@ from typing import Any
 
 import polars as pl
 
+from analytics.jobs.causes import emergency_causes
 from analytics.jobs.common import BYTES_PER_TOKEN, is_effective
+from analytics.jobs.explanations import cause_keys
+from analytics.jobs.tools import tool_names
 from compactor import CompactionTier
 
 EMERGENCY_TIER = int(CompactionTier.EMERGENCY)
 DEFAULT_LEAD_UP_TURNS = 10
 DEFAULT_TOP_CONTRIBUTORS = 5
-
-_CALLS_DTYPE = pl.List(pl.Struct({"id": pl.String, "name": pl.String, "arguments": pl.String}))
 
 
 @dataclass(frozen=True)
@@ -120,98 +121,37 @@ def _dropped_in_views(views: pl.DataFrame) -> pl.DataFrame:
 def lead_up(
     emergencies: pl.DataFrame, turns: pl.DataFrame, n: int = DEFAULT_LEAD_UP_TURNS
 ) -> pl.DataFrame:
-    """The ``n`` turns before each emergency (seq below the compaction's) with their ratio."""
-    ratio = (pl.col("tokens") + pl.col("reserve_tokens").fill_null(0)) / pl.col("context_window")
+    """The ``n`` turns before each emergency and the emergency's own turn, each with the ratio
+    its tier was decided on: ``(tokens_before + reserve_tokens) / context_window``, the estimate
+    (calibration included) before any compaction of that turn. An emergency whose turn is
+    unknown gets the turns whose seq is below the compaction's."""
+    basis = pl.coalesce("tokens_before", "tokens") + pl.col("reserve_tokens").fill_null(0)
+    in_lead = (
+        pl.when(pl.col("e_turn").is_null())
+        .then(pl.col("seq") < pl.col("c_seq"))
+        .otherwise(pl.col("turn") <= pl.col("e_turn"))
+    )
     return (
-        emergencies.select("session_id", "compaction_id", pl.col("seq").alias("c_seq"))
+        emergencies.select(
+            "session_id",
+            "compaction_id",
+            pl.col("seq").alias("c_seq"),
+            pl.col("turn").alias("e_turn"),
+        )
         .join(turns, on="session_id")
-        .filter(pl.col("seq") < pl.col("c_seq"))
-        .filter(pl.col("seq").rank("ordinal", descending=True).over("compaction_id") <= n)
+        .filter(in_lead)
+        .filter(pl.col("seq").rank("ordinal", descending=True).over("compaction_id") <= n + 1)
         .select(
             "session_id",
             "compaction_id",
             "turn",
             "seq",
-            pl.when(pl.col("context_window") > 0).then(ratio).alias("ratio"),
+            pl.when(pl.col("context_window") > 0)
+            .then(basis / pl.col("context_window"))
+            .alias("ratio"),
             "history_messages",
         )
         .sort("compaction_id", "seq")
-    )
-
-
-def _calls(messages: pl.DataFrame) -> pl.DataFrame:
-    """session_id, call_idx, id, name of every tool call. The store keeps each message's call
-    ids and names as lists (``tool_call_ids``, ``tool_names``, present whatever the capture);
-    a frame without them (a hand-built one) has its ``tool_calls`` JSON decoded instead."""
-    if {"tool_call_ids", "tool_names"} <= set(messages.columns):
-        return (
-            messages.select(
-                pl.col("session_id").cast(pl.String),
-                pl.col("idx").cast(pl.Int64).alias("call_idx"),
-                pl.col("tool_call_ids").alias("id"),
-                pl.col("tool_names").alias("name"),
-            )
-            .filter(pl.col("id").list.len() > 0)
-            .explode("id", "name")
-        )
-    return (
-        messages.filter(pl.col("tool_calls").is_not_null())
-        .select(
-            pl.col("session_id").cast(pl.String),
-            pl.col("idx").cast(pl.Int64).alias("call_idx"),
-            pl.col("tool_calls").cast(pl.String).str.json_decode(_CALLS_DTYPE).alias("c"),
-        )
-        .explode("c")
-        .filter(pl.col("c").is_not_null())
-        .select("session_id", "call_idx", pl.col("c").struct.field("id", "name"))
-    )
-
-
-def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl.DataFrame:
-    """session_id, idx, tool_name: the tool each message calls or answers (null if none), for
-    every message, or only for the (session_id, idx) rows of ``wanted`` (calls are still looked
-    up among all of ``messages``: a result's call comes before it)."""
-    own = pl.col("name") if "name" in messages.columns else pl.lit(None)
-    rows = messages.select(
-        pl.col("session_id").cast(pl.String),
-        pl.col("idx").cast(pl.Int64),
-        own.cast(pl.String).alias("own"),
-        pl.col("tool_call_id").cast(pl.String),
-    )
-    if wanted is not None:
-        rows = rows.join(wanted.select("session_id", "idx").unique(), on=["session_id", "idx"])
-    calls = _calls(messages)
-    answered = (
-        rows.filter(pl.col("tool_call_id").is_not_null())
-        .select("session_id", "idx", pl.col("tool_call_id").alias("id"))
-        .join(calls, on=["session_id", "id"])
-        .filter(pl.col("call_idx") < pl.col("idx"))
-        .sort("call_idx")
-        .group_by("session_id", "idx")
-        .agg(pl.col("name").last().alias("answered"))
-    )
-    called = (
-        calls.join(  # in call order: the names are joined in the order they were called
-            rows.select("session_id", pl.col("idx").alias("call_idx")),
-            on=["session_id", "call_idx"],
-            maintain_order="left",
-        )
-        .group_by("session_id", "call_idx")
-        .agg(pl.col("name").str.join(", ").alias("called"))
-    )
-    return (
-        rows.join(answered, on=["session_id", "idx"], how="left")
-        .join(
-            called, left_on=["session_id", "idx"], right_on=["session_id", "call_idx"], how="left"
-        )
-        .select(
-            "session_id",
-            "idx",
-            pl.when(pl.col("tool_call_id").is_not_null())
-            .then(pl.coalesce("answered", "own"))
-            .otherwise(pl.col("called"))
-            .alias("tool_name"),
-        )
     )
 
 
@@ -270,11 +210,16 @@ def postmortem_frames(
     compaction_views: pl.DataFrame | None = None,
     sessions: pl.DataFrame | None = None,
     *,
+    usage: pl.DataFrame | None = None,
     lead_up_turns: int = DEFAULT_LEAD_UP_TURNS,
     top: int = DEFAULT_TOP_CONTRIBUTORS,
 ) -> PostmortemFrames:
-    """Every emergency's frames (see ``PostmortemFrames``); ``sessions`` drops deleted ones."""
+    """Every emergency's frames (see ``PostmortemFrames``); ``sessions`` drops deleted ones and
+    gives each session's thresholds, which (with ``usage``) the causes are found from."""
     found = emergency_compactions(compactions, turns, compaction_views, sessions)
+    if sessions is not None:
+        causes = emergency_causes(found, compactions, turns, messages, sessions, usage)
+        found = found.join(causes, on="compaction_id", how="left", maintain_order="left")
     lead = lead_up(found, turns, lead_up_turns)
     return PostmortemFrames(found, lead, top_contributors(found, lead, messages, top))
 
@@ -299,6 +244,7 @@ def postmortem_dicts(
             "session_id": row["session_id"],
             "compaction_id": cid,
             "turn": row["turn"],
+            **cause_keys(row),
             "lead_up": lead_rows.select("turn", "ratio").to_dicts(),
             "top_contributors": top_rows.drop("compaction_id", "session_id").to_dicts(),
             "dropped": {"messages": row["dropped_messages"], "tokens": row["dropped_tokens"]},
@@ -308,7 +254,10 @@ def postmortem_dicts(
         }
         if cid in found:
             item.update(found[cid])
-            item["counterfactual_status"] = "computed"
+            unavailable = found[cid].get("unavailable")
+            item["counterfactual_status"] = (
+                f"unavailable: {unavailable}" if unavailable else "computed"
+            )
         out.append(item)
     return out
 
@@ -320,6 +269,7 @@ def postmortems(
     compaction_views: pl.DataFrame | None = None,
     sessions: pl.DataFrame | None = None,
     *,
+    usage: pl.DataFrame | None = None,
     counterfactuals: Mapping[str, Mapping[str, Any]] | None = None,
     lead_up_turns: int = DEFAULT_LEAD_UP_TURNS,
     top: int = DEFAULT_TOP_CONTRIBUTORS,
@@ -332,6 +282,7 @@ def postmortems(
         messages,
         compaction_views,
         sessions,
+        usage=usage,
         lead_up_turns=lead_up_turns,
         top=top,
     )

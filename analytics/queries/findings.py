@@ -24,6 +24,7 @@ from analytics.replay.counterfactual import (
     FixedEstimator,
     counterfactuals,
     messages_from_frame,
+    usage_from_frames,
 )
 from analytics.store import EventStore
 from compactor import CompactorConfig, Message
@@ -128,21 +129,25 @@ def _one_counterfactual(
     system: Message | None,
     estimator: FixedEstimator,
 ) -> dict[str, Any]:
+    sid = session["session_id"]
     try:
         config = CompactorConfig.model_validate(json.loads(session["config"] or "{}"))
-        history = messages_from_frame(inputs["messages"], session["session_id"])
+        history = messages_from_frame(inputs["messages"], sid)
+        usage = usage_from_frames(inputs["usage"], sid, has_system=system is not None)
         report = counterfactuals(
             history,
             config,
             int(session["context_window"]),
             int(emergency["history_messages"]),
             system=system,
-            estimator=estimator,
+            estimator=None if usage else estimator,
+            usage=usage,
+            search=emergency.get("cause") != "fixed_prompt",
         )
-    except (CounterfactualError, ValidationError, ValueError) as exc:
+    except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
         return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}
     return report.as_dict()
 
 
-COUNTERFACTUAL_JOB = Job("counterfactuals", 2, _counterfactual_rows, ("job_counterfactuals",))
+COUNTERFACTUAL_JOB = Job("counterfactuals", 4, _counterfactual_rows, ("job_counterfactuals",))
 """Replays each emergency's lead-up under single config changes (run by ``postmortem``)."""

@@ -79,6 +79,7 @@ def _postmortem(inputs: JobInputs) -> dict[str, pl.DataFrame]:
         inputs["messages"],
         inputs["views"],
         inputs["sessions"],
+        usage=inputs["usage"],
     )
     return {
         "job_emergencies": frames.emergencies,
@@ -110,7 +111,7 @@ JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",)),
     # retention 3: a dropped row's similarity is null (it was the item's match at k)
     Job("retention", 3, _retention, ("job_retention_detail", "job_silent_drops")),
-    Job("postmortem", 2, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
+    Job("postmortem", 3, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
     Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
     Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
 )

@@ -1,34 +1,25 @@
-"""Counterfactuals for emergency post-mortems: would one config change have avoided it?
+"""Counterfactuals for emergency post-mortems: which config change would have avoided it?
 
 The session's prefix, up to and including the emergency's turn, is replayed through
-``CompactionSession`` once as it was (the baseline) and once per single change; each change
-reports whether the emergency was avoided (no effective Emergency compaction anywhere in the
-replayed prefix) and the tokens billed (``estimate_tokens`` of every view prepared, summed).
-A turn is each point where the agent called the model, as in ``analytics.replay.driver``: a
-``prepare()`` before every assistant message of the prefix, plus the emergency's own turn at its
-end.
+``analytics.replay.driver.replay_session`` (the very path ``compactlens replay`` takes) once as
+it was (the baseline) and once per change of ``analytics.replay.changes``: a turn before every
+assistant message, plus the emergency's own turn at the end. Where the session recorded the
+provider's usage of the uncompacted prompt (a replay of a transcript), the same usage is fed
+back turn by turn, so the estimator calibrates exactly as it did and the baseline reproduces the
+emergency; otherwise the estimate is frozen at the one the emergency was decided with
+(``FixedEstimator``).
 
-The changes, each alone, in the fixed order of preference used to name the smallest one (the
-first change in this order that avoids the emergency; ``None`` when none does):
+A change *avoids* the emergency when its replay has no effective Emergency at that turn, adds
+none where the baseline had none, and sends no view over the window at that turn. When the
+baseline does not reproduce the emergency, no change is replayed and none is said to avoid it
+(``emergency_avoided`` is null). The single changes are always replayed; steps and pairs only
+until one avoids it, within ``MAX_REPLAYS``. The smallest avoiding change is then *verified*: the
+whole session is replayed with its config, and ``smallest_change_verified`` is true only if that
+turn has no emergency there either. ``smallest_change_config`` is the whole ``CompactorConfig``,
+as ``replay --config`` loads it.
 
-1. ``min_tail_halved``: ``min_tail_messages`` halved (at least 1);
-2. ``offload_threshold_halved``: ``offload_threshold`` halved (at least 1 byte);
-3. ``tool_time_offload``: an ``OffloadHook`` (threshold = the config's ``offload_threshold``)
-   applied to every tool result as it is appended, files in a temporary folder;
-4. ``warn_lower``, 5. ``soft_lower``, 6. ``full_lower``: that threshold 0.1 lower, with the
-   thresholds below it (and ``fallback_target`` below ``warn``) moved down just enough to stay
-   strictly increasing: still one decision ("compact earlier at this tier"), and valid.
-
-The order goes from what changes the least about the context the model sees (a smaller verbatim
-tail) to what changes when the whole head is summarised. A change that would leave the config
-invalid (thresholds no longer strictly increasing, ``warn`` not above ``fallback_target``, a
-value already at its minimum) is not replayed; it is listed under ``skipped`` with the reason.
-
-The summariser is the offline ``ExtractiveSummarizer`` unless one is passed, and reports say
-which (``summarizer``: ``"extractive"`` or the chat model). The estimator is the default byte
-estimator: tiers here are decided on ``bytes / 4``, not on a live session's calibration. This
-module is not a job: it replays, writes offload files to a temporary folder and deletes them.
-It records no events.
+The summariser is the offline ``ExtractiveSummarizer`` unless one is passed. Offload files go to
+a temporary folder, deleted after each replay; no events are recorded.
 """
 
 from __future__ import annotations
@@ -42,14 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
+from analytics.importers import ImportedSession, TurnUsage
 from analytics.jobs.common import BYTES_PER_TOKEN
-from analytics.replay.driver import summarizer_spec
+from analytics.replay.changes import Change, catalogue
+from analytics.replay.driver import replay_session, summarizer_spec
 from compactor import (
     CompactionOffloader,
-    CompactionSession,
+    CompactionRecord,
     CompactionTier,
     CompactorConfig,
     ExtractiveSummarizer,
@@ -59,20 +51,10 @@ from compactor import (
     Summarizer,
     TokenEstimator,
     ToolCall,
-    estimate_tokens,
 )
 
-CHANGE_ORDER: tuple[str, ...] = (
-    "min_tail_halved",
-    "offload_threshold_halved",
-    "tool_time_offload",
-    "warn_lower",
-    "soft_lower",
-    "full_lower",
-)
-"""Every change, in the order of preference that names the smallest avoiding one."""
-
-THRESHOLD_STEP = 0.1
+MAX_REPLAYS = 24
+"""Replays per emergency at most, the baseline and the verification included."""
 _SESSION_ID = "counterfactual"
 _METADATA_ONLY = "counterfactuals need content; this session was captured as metadata"
 
@@ -82,62 +64,76 @@ class CounterfactualError(AnalyticsError):
 
 
 @dataclass(frozen=True)
-class Change:
-    """One single change: its name, the config it gives, and whether tool-time offload is on."""
-
-    name: str
-    detail: str
-    config: CompactorConfig
-    tool_time_offload: bool = False
-
-
-@dataclass(frozen=True)
 class PrefixOutcome:
-    """One replay of the prefix: an effective Emergency happened?, tokens billed, turns."""
+    """One replay: the turns with an effective Emergency, tokens billed, turns, and the
+    largest view at the last turn (in the replay's own estimate)."""
 
-    emergency: bool
+    emergency_turns: frozenset[int]
     tokens_billed: int
     turns: int
+    last_view_tokens: int = 0
+
+    @property
+    def emergency(self) -> bool:
+        """An effective Emergency at the last turn (the emergency's own turn)."""
+        return self.turns in self.emergency_turns
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One change and its replay (``None``: not replayed, the baseline did not reproduce)."""
+
+    change: Change
+    outcome: PrefixOutcome | None
+    avoided: bool | None
+
+
+@dataclass
 class CounterfactualReport:
-    """The baseline, each replayed change (in ``CHANGE_ORDER``), the skipped ones, the smallest."""
+    """The baseline, each change tried (in catalogue order), the skipped ones, the smallest
+    avoiding change and whether a replay of the whole session confirmed it."""
 
     summarizer: str
     baseline: PrefixOutcome
-    results: list[tuple[Change, PrefixOutcome]] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    verified: bool | None = None
+    replays: int = 1
 
     @property
     def reproduced(self) -> bool:
-        """The baseline replay reached Emergency too (else no change can be said to avoid it)."""
+        """The baseline replay reached Emergency at that turn too."""
         return self.baseline.emergency
 
     @property
-    def smallest_change(self) -> str | None:
-        """The first change in ``CHANGE_ORDER`` that avoids the emergency, else None (also when
-        the baseline replay did not reproduce the emergency)."""
+    def smallest(self) -> Change | None:
         if not self.reproduced:
             return None
-        for change, outcome in self.results:
-            if not outcome.emergency:
-                return change.name
-        return None
+        return next((t.change for t in self.trials if t.avoided), None)
+
+    @property
+    def smallest_change(self) -> str | None:
+        found = self.smallest
+        return found.name if found else None
 
     def as_dict(self) -> dict[str, Any]:
-        """The SPEC 5.3 counterfactual keys of a post-mortem, plus the baseline and skips."""
+        """The SPEC 5.3 counterfactual keys of a post-mortem, plus the SPEC 8 additions."""
+        found = self.smallest
         return {
             "counterfactuals": [
                 {
-                    "change": change.name,
-                    "detail": change.detail,
-                    "emergency_avoided": not outcome.emergency,
-                    "tokens_billed": outcome.tokens_billed,
+                    "change": t.change.name,
+                    "detail": t.change.detail,
+                    "kind": t.change.kind,
+                    "emergency_avoided": t.avoided,
+                    "tokens_billed": t.outcome.tokens_billed if t.outcome else None,
                 }
-                for change, outcome in self.results
+                for t in self.trials
             ],
-            "smallest_change": self.smallest_change,
+            "smallest_change": found.name if found else None,
+            "smallest_change_detail": found.detail if found else None,
+            "smallest_change_config": found.config_dict() if found else None,
+            "smallest_change_verified": self.verified if found else None,
             "reproduced": self.reproduced,
             "summarizer": self.summarizer,
             "baseline": {
@@ -145,100 +141,104 @@ class CounterfactualReport:
                 "tokens_billed": self.baseline.tokens_billed,
             },
             "skipped": [{"change": name, "reason": why} for name, why in self.skipped],
+            "replays": self.replays,
         }
 
 
-def single_changes(config: CompactorConfig) -> tuple[list[Change], list[tuple[str, str]]]:
-    """The valid changes of ``config`` in ``CHANGE_ORDER``, and (name, reason) of the others."""
-    tail, limit = config.min_tail_messages, config.offload_threshold
-    proposals: list[tuple[str, str, dict[str, Any], bool]] = [
-        ("min_tail_halved", f"min_tail_messages {tail} -> {max(1, tail // 2)}",
-         {"min_tail_messages": max(1, tail // 2)}, False),
-        ("offload_threshold_halved", f"offload_threshold {limit} -> {max(1, limit // 2)}",
-         {"offload_threshold": max(1, limit // 2)}, False),
-        ("tool_time_offload", f"OffloadHook on tool results above {limit} bytes", {}, True),
-    ]  # fmt: skip
-    for name in ("warn", "soft", "full"):
-        update = _lowered(config, name)
-        detail = ", ".join(f"{k} {getattr(config, k)} -> {v}" for k, v in update.items())
-        proposals.append((f"{name}_lower", detail, update, False))
-    changes: list[Change] = []
-    skipped: list[tuple[str, str]] = []
-    for name, detail, update, hook in proposals:
-        if update and all(getattr(config, k) == v for k, v in update.items()):
-            skipped.append((name, f"{detail}: already at its minimum"))
-            continue
-        try:
-            changed = CompactorConfig.model_validate({**config.model_dump(), **update})
-        except ValidationError as exc:
-            reason = "; ".join(str(e["msg"]) for e in exc.errors())
-            skipped.append((name, f"{detail} would be invalid: {reason}"))
-            continue
-        changes.append(Change(name, detail, changed, hook))
-    return changes, skipped
+@dataclass(frozen=True)
+class Setting:
+    """What every replay of one session shares: its messages, usage and window."""
 
-
-_LADDER = ("fallback_target", "warn", "soft", "full")
-_GAP = 0.05
-
-
-def _lowered(config: CompactorConfig, name: str) -> dict[str, float]:
-    """``name`` 0.1 lower and each value below it on the ladder moved down just enough."""
-    update = {name: round(getattr(config, name) - THRESHOLD_STEP, 6)}
-    ceiling = update[name]
-    for lower in reversed(_LADDER[: _LADDER.index(name)]):
-        value = getattr(config, lower)
-        if value < ceiling:
-            break
-        update[lower] = round(ceiling - _GAP, 6)
-        ceiling = update[lower]
-    return update
+    history: Sequence[Message]
+    context_window: int
+    system: Message | None = None
+    usage: Sequence[TurnUsage] = ()
+    """Provider usage of the uncompacted prompt, keyed by index into ``[system, *history]``."""
+    summarizer: Summarizer | None = None
+    estimator: TokenEstimator | None = None
 
 
 def replay_prefix(
-    history: Sequence[Message],
+    setting: Setting,
     config: CompactorConfig,
-    context_window: int,
-    emergency_index: int,
+    end: int | None,
     *,
     work_dir: Path,
-    system: Message | None = None,
-    summarizer: Summarizer | None = None,
     tool_time_offload: bool = False,
-    estimator: TokenEstimator | None = None,
 ) -> PrefixOutcome:
-    """Replay ``history[:emergency_index]`` with a turn before each assistant message and one at
-    the end (the emergency's turn); offload files go under ``work_dir``."""
+    """Replay ``history[:end]`` (all of it for ``None``) with a turn before each assistant
+    message and, for a prefix, one at its end (the emergency's turn)."""
+    history = list(setting.history if end is None else setting.history[:end])
+    if tool_time_offload:
+        history = _offloaded_as_appended(history, config, work_dir)
+    if end is not None:
+        history.append(Message(role="assistant", content=""))  # the emergency's own turn
+    messages = [setting.system, *history] if setting.system else history
     compactor = ProgressiveCompactor(
-        summarizer or ExtractiveSummarizer(),
-        context_window,
+        setting.summarizer or ExtractiveSummarizer(),
+        setting.context_window,
         config=config,
         offloader=CompactionOffloader(work_dir, _SESSION_ID),
         session_id=_SESSION_ID,
-        estimator=estimator,
+        estimator=setting.estimator,
     )
-    session = CompactionSession(compactor, system, session_id=_SESSION_ID)
-    hook = (
-        OffloadHook(work_dir, _SESSION_ID, threshold=config.offload_threshold)
-        if tool_time_offload
-        else None
+    imported = ImportedSession(
+        session_id=_SESSION_ID,
+        source_path="",
+        format="openai",
+        messages=messages,
+        usage=list(setting.usage),
     )
+    seen: list[tuple[int, CompactionRecord]] = []
+    billed, last = [0], [0]
+
+    def on_view(_index: int, view: list[Message], record: CompactionRecord) -> None:
+        seen.append((len(seen) + 1, record))
+        billed[0] += compactor.tokens(view)
+        last[0] = record.tokens_after if record.effective else record.tokens_before
+
+    replay_session(imported, compactor, on_view=on_view, calibrate=bool(setting.usage))
+    emergencies = frozenset(
+        turn
+        for turn, record in seen
+        if record.tier == CompactionTier.EMERGENCY and record.effective is not False
+    )
+    return PrefixOutcome(emergencies, billed[0], len(seen), last[0])
+
+
+def _offloaded_as_appended(
+    history: list[Message], config: CompactorConfig, work_dir: Path
+) -> list[Message]:
+    """Tool results above the offload threshold replaced by their placeholder, as an
+    ``OffloadHook`` does when they are appended (for a library without the config field)."""
+    hook = OffloadHook(work_dir, _SESSION_ID, threshold=config.offload_threshold)
     called: dict[str, str] = {}
-    billed = turns = 0
-    for msg in [*history[:emergency_index], None]:
-        if msg is None or msg.role == "assistant":
-            view, _ = session.prepare()
-            billed += estimate_tokens(view)
-            turns += 1
-        if msg is None:
-            break
+    out: list[Message] = []
+    for msg in history:
         called.update((tc.id, tc.name) for tc in msg.tool_calls)
-        if hook is not None and msg.is_tool_result:
+        if msg.is_tool_result:
             msg = hook(msg, tool_name=called.get(msg.tool_call_id or "", msg.name or ""))
-        session.append(msg)
-    session.close()
-    emergency = any(r.tier == CompactionTier.EMERGENCY for r in session.records)
-    return PrefixOutcome(emergency=emergency, tokens_billed=billed, turns=turns)
+        out.append(msg)
+    return out
+
+
+def _avoided(baseline: PrefixOutcome, outcome: PrefixOutcome, window: int) -> bool:
+    return (
+        not outcome.emergency
+        and outcome.emergency_turns <= baseline.emergency_turns
+        and outcome.last_view_tokens <= window
+    )
+
+
+def _run(setting: Setting, change: Change, end: int | None) -> PrefixOutcome:
+    with tempfile.TemporaryDirectory(prefix="compactlens-cf-") as tmp:
+        return replay_prefix(
+            setting,
+            change.config,
+            end,
+            work_dir=Path(tmp),
+            tool_time_offload=change.tool_time_offload,
+        )
 
 
 def counterfactuals(
@@ -250,12 +250,16 @@ def counterfactuals(
     system: Message | None = None,
     summarizer: Summarizer | None = None,
     estimator: TokenEstimator | None = None,
+    usage: Sequence[TurnUsage] = (),
+    search: bool = True,
+    max_replays: int = MAX_REPLAYS,
 ) -> CounterfactualReport:
-    """The baseline and every single change of ``config``, replayed over the prefix.
+    """The baseline and the changes of ``config`` over the prefix, then the verification.
 
     ``history``: the session's messages without the system prompt (``system`` apart), indexed
     like the store's ``messages.idx``; ``emergency_index``: the ``history_messages`` of the
     emergency's turn (how many history messages the session held when it prepared that turn).
+    ``search=False`` replays the single changes only (an emergency no config can avoid).
     """
     if not 0 <= emergency_index <= len(history):
         raise CounterfactualError(
@@ -263,28 +267,59 @@ def counterfactuals(
             "messages; pass the history_messages of the emergency's turn"
         )
     chosen = summarizer or ExtractiveSummarizer()
+    setting = Setting(history, context_window, system, usage, chosen, estimator)
     spec = summarizer_spec(ProgressiveCompactor(chosen, context_window, config=config))
-    changes, skipped = single_changes(config)
-    runs = [Change("baseline", "the session's config", config), *changes]
-    outcomes: list[PrefixOutcome] = []
-    for change in runs:
-        with tempfile.TemporaryDirectory(prefix="compactlens-cf-") as tmp:
-            outcomes.append(
-                replay_prefix(
-                    history,
-                    change.config,
-                    context_window,
-                    emergency_index,
-                    work_dir=Path(tmp),
-                    system=system,
-                    summarizer=chosen,
-                    tool_time_offload=change.tool_time_offload,
-                    estimator=estimator,
-                )
-            )
-    return CounterfactualReport(
-        spec, outcomes[0], list(zip(changes, outcomes[1:], strict=True)), skipped
+    changes, skipped = catalogue(config)
+    baseline = _run(setting, Change("baseline", "the session's config", config), emergency_index)
+    report = CounterfactualReport(spec, baseline, skipped=skipped)
+    for change in changes:
+        if change.kind != "single" and (not search or not report.reproduced):
+            break
+        if not report.reproduced:
+            report.trials.append(Trial(change, None, None))
+            continue
+        if change.kind != "single" and (report.smallest or report.replays >= max_replays - 1):
+            break
+        outcome = _run(setting, change, emergency_index)
+        report.replays += 1
+        report.trials.append(Trial(change, outcome, _avoided(baseline, outcome, context_window)))
+    found = report.smallest
+    if found is not None:
+        whole = _run(setting, found, None)
+        report.replays += 1
+        report.verified = (
+            baseline.turns not in whole.emergency_turns
+            and whole.emergency_turns <= baseline.emergency_turns | _after(baseline.turns, whole)
+        )
+    return report
+
+
+def _after(turn: int, outcome: PrefixOutcome) -> frozenset[int]:
+    """The emergency turns of ``outcome`` past ``turn`` (outside the prefix compared)."""
+    return frozenset(t for t in outcome.emergency_turns if t > turn)
+
+
+def usage_from_frames(usage: pl.DataFrame, session_id: str, *, has_system: bool) -> list[TurnUsage]:
+    """The provider usage a replay fed this session (``prompt = 'history'``: it describes the
+    uncompacted prompt, so it can be fed again), keyed by the index of its assistant message in
+    ``[system, *history]`` (a usage event's ``turn`` is that message's history index). A live
+    session's usage (of the view it sent) is not returned: it cannot describe another view."""
+    rows = usage.filter(
+        (pl.col("session_id") == session_id)
+        & (pl.col("prompt") == "history")
+        & pl.col("input_tokens").is_not_null()
     )
+    shift = 1 if has_system else 0
+    return [
+        TurnUsage(
+            message_index=int(row["turn"]) + shift,
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"],
+            cache_write_tokens=row["cache_creation_tokens"],
+        )
+        for row in rows.sort("seq").iter_rows(named=True)
+    ]
 
 
 def messages_from_frame(messages: pl.DataFrame, session_id: str | None = None) -> list[Message]:

@@ -14,7 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from analytics.jobs.postmortem import postmortem_frames, postmortems, tool_names
+from analytics.jobs.postmortem import postmortem_frames, postmortems
+from analytics.jobs.tools import tool_names
 
 
 def _calls(*pairs: tuple[str, str]) -> str:

@@ -13,16 +13,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from analytics.replay.changes import Change, catalogue
 from analytics.replay.counterfactual import (
-    CHANGE_ORDER,
-    Change,
     CounterfactualError,
     CounterfactualReport,
     FixedEstimator,
     PrefixOutcome,
+    Trial,
     counterfactuals,
     messages_from_frame,
-    single_changes,
 )
 from compactor import (
     CompactionOffloader,
@@ -87,6 +86,11 @@ def test_tool_time_offload_is_the_smallest_change_that_avoids_it() -> None:
         "full_lower": False,
     }
     assert report["smallest_change"] == "tool_time_offload"
+    assert report["smallest_change_verified"] is True
+    applied = CompactorConfig.model_validate(report["smallest_change_config"])
+    assert (
+        applied != CompactorConfig() or "offloaded as appended" in report["smallest_change_detail"]
+    )
     assert report["summarizer"] == "extractive"
     assert report["baseline"]["emergency"] is True
     assert report["skipped"] == []
@@ -104,19 +108,27 @@ def test_the_replay_stops_at_the_emergency_turn() -> None:
     assert report.baseline.emergency is False
     assert report.baseline.turns == 4  # before each of 3 assistant messages, then the end
     assert report.smallest_change is None  # nothing reproduced: no change can claim to avoid it
-    assert report.as_dict()["reproduced"] is False
+    found = report.as_dict()
+    assert found["reproduced"] is False
+    assert found["counterfactuals"], "the single changes are still listed"
+    assert all(c["emergency_avoided"] is None for c in found["counterfactuals"])
+    assert found["smallest_change_config"] is None and found["smallest_change_verified"] is None
 
 
 def test_every_change_is_tried_when_the_config_leaves_room() -> None:
     config = CompactorConfig(warn=0.5, soft=0.7, full=0.85, fallback_target=0.3)
-    changes, skipped = single_changes(config)
-    assert [c.name for c in changes] == list(CHANGE_ORDER)
+    changes, skipped = catalogue(config)
+    singles = [c.name for c in changes if c.kind == "single"]
+    assert singles == [
+        *("min_tail_halved", "offload_threshold_halved", "tool_time_offload"),
+        *("warn_lower", "soft_lower", "full_lower"),
+    ]
     assert skipped == []
     by_name = {c.name: c for c in changes}
     assert by_name["min_tail_halved"].config.min_tail_messages == 3
     assert by_name["offload_threshold_halved"].config.offload_threshold == 2000
-    assert by_name["tool_time_offload"].tool_time_offload is True
-    assert by_name["tool_time_offload"].config == config
+    tool_time = by_name["tool_time_offload"]
+    assert tool_time.tool_time_offload or tool_time.config != config
     assert by_name["warn_lower"].config.warn == 0.4
     assert by_name["soft_lower"].config.soft == 0.6
     assert by_name["full_lower"].config.full == 0.75
@@ -127,9 +139,10 @@ def test_changes_that_cannot_be_made_are_skipped_with_the_reason() -> None:
         warn=0.1, soft=0.6, full=0.8, min_tail_messages=1, offload_threshold=1,
         fallback_target=0.05, emergency_target=0.05,
     )  # fmt: skip
-    changes, skipped = single_changes(config)
-    assert [c.name for c in changes] == ["tool_time_offload", "soft_lower", "full_lower"]
-    assert [name for name, _ in skipped] == [
+    changes, skipped = catalogue(config)
+    singles = [c.name for c in changes if c.kind == "single"]
+    assert singles == ["tool_time_offload", "soft_lower", "full_lower"]
+    assert [name for name, _ in skipped][:3] == [
         "min_tail_halved",
         "offload_threshold_halved",
         "warn_lower",
@@ -140,17 +153,20 @@ def test_changes_that_cannot_be_made_are_skipped_with_the_reason() -> None:
 
 def test_the_smallest_change_follows_the_order_of_preference() -> None:
     config = CompactorConfig()
-    still, avoided = PrefixOutcome(True, 10, 2), PrefixOutcome(False, 10, 2)
-    results = [
-        (Change("min_tail_halved", "", config), still),
-        (Change("tool_time_offload", "", config, True), avoided),
-        (Change("warn_lower", "", config), avoided),
+    still = PrefixOutcome(frozenset({2}), 10, 2)
+    avoided = PrefixOutcome(frozenset(), 10, 2)
+    trials = [
+        Trial(Change("min_tail_halved", "", config), still, False),
+        Trial(Change("tool_time_offload", "", config, True), avoided, True),
+        Trial(Change("warn_lower", "", config), avoided, True),
     ]
-    assert CounterfactualReport("extractive", still, results).smallest_change == (
+    assert CounterfactualReport("extractive", still, trials).smallest_change == (
         "tool_time_offload"
     )
-    nothing = [(change, still) for change, _ in results]
+    nothing = [Trial(t.change, still, False) for t in trials]
     assert CounterfactualReport("extractive", still, nothing).smallest_change is None
+    not_reproduced = CounterfactualReport("extractive", avoided, trials)
+    assert not_reproduced.smallest_change is None
 
 
 def test_an_emergency_index_outside_the_history_is_refused() -> None:

@@ -1,0 +1,131 @@
+"""The words of a post-mortem: its cause's keys and the one sentence a person reads first.
+
+``cause_keys`` turns one row of the emergencies frame (with the columns of
+``analytics.jobs.causes``) into the post-mortem's ``cause``, ``explanation``, ``window_needed``,
+``burst`` and the figures behind them; it computes nothing the causes job did not, it only says
+it. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def _pct(value: float | None) -> str:
+    return "an unknown share" if value is None else f"{value:.0%}"
+
+
+def _tokens(value: int | None) -> str:
+    return "an unknown number of" if value is None else f"{value:,}"
+
+
+def _manual(row: Mapping[str, Any]) -> str:
+    why = f" (the summariser failed: {row['error_code']})" if row.get("error_code") else ""
+    return (
+        f"A manual /compact at turn {row['turn']} ended in emergency truncation{why}: the "
+        "history could not be summarised under the window."
+    )
+
+
+def _fixed(row: Mapping[str, Any]) -> str:
+    first = row.get("first_prompt_tokens")
+    reported = f"; the provider reported {first:,} tokens for the first prompt" if first else ""
+    share = row["fixed_tokens"] / row["context_window"] if row.get("context_window") else None
+    return (
+        f"The prompt every turn carries (system prompt, harness overhead, reserve and task) is "
+        f"{_tokens(row.get('fixed_tokens'))} tokens{reported}: {_pct(share)} of the "
+        f"{_tokens(row.get('context_window'))}-token window, at or over the Emergency threshold "
+        f"({_pct(row.get('threshold'))}). No config avoids it: use a window of at least "
+        f"{_tokens(row.get('window_needed'))} tokens (where it stays under Warn)."
+    )
+
+
+def _failed(row: Mapping[str, Any]) -> str:
+    return (
+        f"The summariser failed at turn {row['turn']} ({row['error_code']}) and the fallback "
+        f"truncated the context, then at {_pct(row.get('ratio'))} of the window."
+    )
+
+
+def _undercount(row: Mapping[str, Any]) -> str:
+    return (
+        f"The estimate had been too low: at the last usage report the calibrated estimator moved "
+        f"from {row['factor_before']:.2f} to {row['factor_after']:.2f} tokens per bytes/4 token, "
+        f"which put turn {row['turn']} at {_pct(row.get('ratio'))} of the window; under the old "
+        f"factor it would have been {_pct(row.get('ratio_at_old_factor'))}."
+    )
+
+
+def _burst(row: Mapping[str, Any]) -> str:
+    tool = f" from {row['burst_tool']}" if row.get("burst_tool") else ""
+    share = row["burst_tokens"] / row["context_window"] if row.get("context_window") else None
+    return (
+        f"One message added just before turn {row['turn']} (history #{row['burst_index']}, "
+        f"{row['burst_role']}{tool}) holds {_tokens(row.get('burst_tokens'))} tokens, "
+        f"{_pct(share)} of the window; it took the context from "
+        f"{_pct(row.get('prev_ratio'))} to {_pct(row.get('ratio'))}."
+    )
+
+
+def _growth(row: Mapping[str, Any]) -> str:
+    earlier = growth_compactions(row)
+    if not earlier:
+        before = "no Soft or Full compaction ran before it"
+    else:
+        last = earlier[-1]
+        before = (
+            f"{len(earlier)} Soft/Full compaction{'s' if len(earlier) > 1 else ''} before it "
+            f"did not hold it down (the last took it from {_pct(last.get('ratio_before'))} to "
+            f"{_pct(last.get('ratio_after'))})"
+        )
+    return (
+        f"The context grew turn by turn to {_pct(row.get('ratio'))} of the window by turn "
+        f"{row['turn']}, over the Emergency threshold ({_pct(row.get('threshold'))}); {before}."
+    )
+
+
+_SAY = {
+    "manual": _manual,
+    "fixed_prompt": _fixed,
+    "summarizer_failed": _failed,
+    "undercount": _undercount,
+    "burst": _burst,
+    "growth": _growth,
+}
+
+
+def growth_compactions(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    text = row.get("growth_compactions")
+    return list(json.loads(text)) if text else []
+
+
+def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The post-mortem's cause keys for one emergency row (``cause`` null when the row has no
+    cause columns, e.g. frames built without the session's settings)."""
+    cause = row.get("cause")
+    burst = None
+    if cause == "burst":
+        burst = {
+            "history_index": row.get("burst_index"),
+            "role": row.get("burst_role"),
+            "tool_name": row.get("burst_tool"),
+            "tokens": row.get("burst_tokens"),
+        }
+    return {
+        "cause": cause,
+        "explanation": _SAY[cause](row) if cause in _SAY else None,
+        "window_needed": row.get("window_needed") if cause == "fixed_prompt" else None,
+        "fixed_tokens": row.get("fixed_tokens"),
+        "burst": burst,
+        "error_code": row.get("error_code") if cause in ("summarizer_failed", "manual") else None,
+        "estimator_factor": (
+            {"before": row.get("factor_before"), "after": row.get("factor_after")}
+            if cause == "undercount"
+            else None
+        ),
+        "compactions_before": growth_compactions(row) if cause == "growth" else None,
+        "ratio": row.get("ratio"),
+        "threshold": row.get("threshold"),
+    }
