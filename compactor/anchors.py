@@ -123,18 +123,21 @@ def parse_anchors_and_summary(text: str) -> tuple[list[Anchor], str]:
     """Parse the anchor template. Never raises; always five anchors in order, missing -> N/A.
 
     Anchor sections are ``###`` headers (any level of 3+ is accepted, titles matched loosely);
-    the summary is the body of ``## Summary`` up to the next level-2 header.
+    the summary is the body of ``## Summary`` up to the next level-2 header. A header that names
+    no anchor ends the anchor before it unless it is deeper (a sub-heading of that anchor);
+    such a section is ignored, and inside ``## Summary`` it is part of the summary.
     """
     found: dict[AnchorType, list[str]] = {}
     summary: list[str] | None = None
     current: list[str] | None = None
+    anchor_level = 0  # the header level of the anchor being read (0: none)
     for line in (text or "").splitlines():
         h = _header(line)
         if h is not None:
             level, title = h
             kind = _header_type(title)
             if level >= 3 and kind is not None:
-                current = found.setdefault(kind, [])
+                current, anchor_level = found.setdefault(kind, []), level
                 continue
             if level <= 2:
                 if title.lower() == "summary":
@@ -142,6 +145,10 @@ def parse_anchors_and_summary(text: str) -> tuple[list[Anchor], str]:
                     current = summary
                 else:
                     current = None
+                anchor_level = 0
+                continue
+            if anchor_level and level <= anchor_level:
+                current, anchor_level = None, 0  # an unknown section: not part of an anchor
                 continue
         if current is not None:
             current.append(line)

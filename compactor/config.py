@@ -31,6 +31,13 @@ class CompactorConfig(BaseModel):
         soft_min_gain: Soft summarises the whole head instead of its older half when that half
             holds less than this fraction of the context in new messages (a summary of it would
             barely reduce anything, and an LLM call costs money).
+        tool_offload_threshold: tool-time offload: a tool result larger than this many UTF-8
+            bytes is offloaded when ``CompactionSession.append`` receives it (the history keeps
+            the placeholder, the file the full text), in the compactor's offloader folders, as
+            ``OffloadHook`` does. None (the default) turns it off: results enter the history
+            whole and only compactions offload them (``offload_threshold``).
+        tool_offload_preview_lines, tool_offload_preview_chars: what a tool-time placeholder
+            keeps of the result (``OffloadHook``'s defaults: 20 lines, 4000 characters).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +56,9 @@ class CompactorConfig(BaseModel):
     task_max_fraction: float = Field(0.25, gt=0, le=1)
     summarizer_timeout_s: float = Field(120.0, gt=0)
     soft_min_gain: float = Field(0.05, ge=0, le=1)
+    tool_offload_threshold: int | None = Field(None, ge=1)
+    tool_offload_preview_lines: int = Field(20, ge=0)
+    tool_offload_preview_chars: int = Field(4000, ge=0)
 
     @model_validator(mode="after")
     def _check_order(self) -> CompactorConfig:
@@ -71,5 +81,15 @@ class CompactorConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
-        """A short stable hash of every value, stored on records to group runs by config."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+        """A short stable hash of every value, stored on records to group runs by config.
+        Fields added after the first release count only when set away from their default, so
+        a config that leaves them alone hashes as it did before they existed."""
+        later = {n for n in _LATER_FIELDS if getattr(self, n) == type(self).model_fields[n].default}
+        return hashlib.sha256(self.model_dump_json(exclude=later).encode()).hexdigest()[:12]
+
+
+_LATER_FIELDS = (
+    "tool_offload_threshold",
+    "tool_offload_preview_lines",
+    "tool_offload_preview_chars",
+)

@@ -120,3 +120,38 @@ def validate_history(msgs: Sequence[Message]) -> list[str]:
                 for cid in expected
             )
     return problems
+
+
+class ExchangeTracker:
+    """O(1) bookkeeping of tool exchanges as messages are appended, so that only a broken view
+    pays for repair: the calls of the newest assistant message still without results
+    (``open_calls``, id to tool name), where that message is (``open_at``), and whether an
+    earlier exchange was left broken (``broken``)."""
+
+    def __init__(self) -> None:
+        self.open_calls: dict[str, str] = {}
+        self.open_at: int | None = None
+        self.broken = False
+
+    @property
+    def needs_repair(self) -> bool:
+        return self.broken or bool(self.open_calls)
+
+    def add(self, msg: Message, index: int) -> None:
+        if msg.is_tool_result:
+            if msg.tool_call_id in self.open_calls:
+                del self.open_calls[msg.tool_call_id or ""]
+                if not self.open_calls:
+                    self.open_at = None
+            else:
+                self.broken = True  # a result without its call
+            return
+        if self.open_calls:
+            self.broken = True  # a call was left without its result
+            self.open_calls.clear()
+        self.open_calls.update((tc.id, tc.name) for tc in msg.tool_calls)
+        self.open_at = index if self.open_calls else None
+
+    def checkpointed(self) -> None:
+        """Everything before the open exchange (if any) is now behind a checkpoint, repaired."""
+        self.broken = False

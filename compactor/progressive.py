@@ -31,6 +31,7 @@ from compactor.events import (
     offload_events,
 )
 from compactor.fallback import TokenBudgetCompactor
+from compactor.faults import FaultLog
 from compactor.messages import Message
 from compactor.offload import CompactionOffloader
 from compactor.outcome import CompactionOutcome
@@ -114,6 +115,9 @@ class ProgressiveCompactor:
         self._state_content = ""
         self._events = EventFactory(session_id)
         self.record_store_errors = 0
+        self.faults = FaultLog(log)
+        """Failures this compactor (and its sessions) failed open on, by kind; each kind is
+        logged once, by type and code, never with content."""
 
     def for_session(
         self,
@@ -125,7 +129,7 @@ class ProgressiveCompactor:
         """The same settings bound to another session: fresh summary state, its own paths
         (and, if given, its own estimator: calibration is per model and harness; its own
         capture)."""
-        return ProgressiveCompactor(
+        clone = ProgressiveCompactor(
             self.summarizer,
             self.context_window,
             config=self.config,
@@ -140,6 +144,8 @@ class ProgressiveCompactor:
             capture=capture or self.capture,
             hash_secret=self.hash_secret,
         )
+        clone.faults = self.faults  # one warning per kind for the whole family of sessions
+        return clone
 
     # ------------------------------------------------------------ decisions
 
@@ -161,7 +167,9 @@ class ProgressiveCompactor:
         return self.compact_with_record(msgs)[0]
 
     def compact_force(self, msgs: Sequence[Message]) -> list[Message]:
-        """Emergency truncation now (the seed's ``CompactForce``)."""
+        """Emergency truncation now (the seed's ``CompactForce``). With ``context_window <= 0``
+        there is no budget to truncate to: the input comes back unchanged (the record of
+        ``compact_detailed`` says why, code ``no_context_window``)."""
         out = self.compact_detailed(msgs, tier=CompactionTier.EMERGENCY, trigger="manual")
         return out.view
 
@@ -200,7 +208,10 @@ class ProgressiveCompactor:
                     )
                 )
         except StopIteration as stop:
-            return self._finish(stop.value, emit)
+            outcome: CompactionOutcome = stop.value
+        # outside the handler: an error while finishing must not chain the StopIteration,
+        # whose value (the whole view) a logged traceback would print
+        return self._finish(outcome, emit)
 
     async def acompact_detailed(
         self,
@@ -221,7 +232,8 @@ class ProgressiveCompactor:
                     )
                 )
         except StopIteration as stop:
-            return self._finish(stop.value, emit)
+            outcome: CompactionOutcome = stop.value
+        return self._finish(outcome, emit)
 
     # ------------------------------------------------------------ the pipeline
 
@@ -236,6 +248,14 @@ class ProgressiveCompactor:
         tier = force if force is not None else self.tier_for_tokens(tokens_before)
         work = Work.start(msgs, tier, tokens_before, trigger)
         if tier == CompactionTier.NONE:
+            return self._outcome(work, effective=False)
+        if self.context_window <= 0:  # a forced tier: compact_force, a manual /compact
+            work.fail(
+                "no_context_window",
+                f"context_window is {self.context_window}: with no window there is no budget "
+                "to compact to, so the view is returned unchanged; give the compactor the "
+                "model's context window",
+            )
             return self._outcome(work, effective=False)
         repaired = repair_with_report(msgs)
         if repaired.notes:
@@ -374,9 +394,9 @@ class ProgressiveCompactor:
         if record.effective and record.tier != CompactionTier.NONE and self.record_store:
             try:
                 self.record_store.append(record)
-            except Exception:
+            except Exception as exc:
                 self.record_store_errors += 1
-                log.warning("could not persist compaction record %s", record.id, exc_info=True)
+                self.faults.report("compaction record not persisted", exc)
         if emit and self.event_sink is not None and record.tier != CompactionTier.NONE:
             try:
                 index = list(range(len(outcome.inputs)))
@@ -387,6 +407,6 @@ class ProgressiveCompactor:
                 for payload in payloads:
                     self.event_sink.emit(self._events.make(payload))
                 self.event_sink.flush()
-            except Exception:
-                log.warning("event sink failed for record %s", record.id, exc_info=True)
+            except Exception as exc:
+                self.faults.report("compaction event not recorded", exc)
         return outcome

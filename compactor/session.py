@@ -5,19 +5,22 @@ view sent to the model each turn: ``[system, *checkpoint prefix, *history after 
 After every effective compaction the prefix becomes the compacted view, so the ratio falls, the
 next summary is incremental over the new messages only, and a turn costs time in proportion to
 the view, not to the history. It never mutates the history and never raises from recording.
+An exchange whose tool calls are still open is never checkpointed: a view prepared mid-turn
+is repaired for that call only, and the real result, once appended, is shown with its call.
+With ``CompactorConfig.tool_offload_threshold`` set, large tool results are offloaded as they
+are appended (the history keeps the placeholder; the file keeps the full text).
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from compactor.encoding import scrub
 from compactor.events import (
     Capture,
-    EventFactory,
     SessionDeleted,
     SessionStarted,
     UsageReported,
@@ -26,16 +29,18 @@ from compactor.events import (
     message_appended,
     offload_events,
     sha256_of,
+    tool_time_offloaded,
 )
 from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
-from compactor.pairs import repair_orphaned_tool_pairs
+from compactor.pairs import ExchangeTracker, repair_orphaned_tool_pairs
 from compactor.progressive import ProgressiveCompactor
-from compactor.records import CompactionRecord, CompactionTier, compression_ratio
+from compactor.recording import SessionRecorder, next_seq_of
+from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
 from compactor.sinks import EventSink
-from compactor.tokens import TokenEstimator, message_bytes
-
-log = logging.getLogger(__name__)
+from compactor.tokens import message_bytes, raw_tokens
+from compactor.tooltime import ToolTimeOffload
+from compactor.work import untouched_record
 
 
 class CompactionSession:
@@ -78,12 +83,15 @@ class CompactionSession:
         self.system = system_prompt
         self.history: list[Message] = []
         self.records: list[CompactionRecord] = []
-        self.sink_errors = 0
-        self.last_sink_error = ""
+        self._tool_time = ToolTimeOffload(
+            compactor.config, compactor.offloader, self.session_id, compactor.faults
+        )
         self.noops_suppressed = 0
         if start_seq is None:  # only a named session can be a resumed one
-            start_seq = _next_seq(event_sink, self.session_id) if session_id else 0
-        self._events = EventFactory(self.session_id, start_seq=start_seq)
+            start_seq = (
+                next_seq_of(event_sink, self.session_id, compactor.faults) if session_id else 0
+            )
+        self._recorder = SessionRecorder(event_sink, self.session_id, start_seq, compactor.faults)
         """A session resumed in a new process (same id) continues its ``seq``: from
         ``start_seq``, else from what the sink already holds for this id."""
         self._turn = 0
@@ -96,37 +104,68 @@ class CompactionSession:
         self._last_noop: CompactionTier | None = None
         """The tier of the no-op streak in progress: one event per streak, not one per turn."""
         self._last_view_bytes = 0
-        self._open_calls: set[str] = set()
-        self._needs_repair = False
+        self._pairs = ExchangeTracker()
         self.history_bytes = 0
         """UTF-8 bytes of the whole history as the estimator counts them (kept as it grows)."""
         for msg in resume:  # recorded by the earlier process already: no events
             self._add(msg)
-        self._emit(
-            SessionStarted(
-                context_window=compactor.context_window,
-                config=compactor.config.model_dump(),
-                model=model,
-                agent=agent,
-                parent_session_id=parent_session_id,
-                capture=capture,
-                source=source,
-                system_prompt_sha256=sha256_of(system_prompt, self._hash_key)
-                if system_prompt
-                else None,
-                system_prompt=system_prompt.content
-                if system_prompt and capture == "full"
-                else None,
-                metadata=_with_offload_root(metadata, compactor),
-            )
+        started = self._started(model, agent, parent_session_id, source, metadata)
+        self._recorder.emit(started)
+
+    @property
+    def sink_errors(self) -> int:
+        """Events (or flushes) that could not be recorded; the agent was not told."""
+        return self._recorder.errors
+
+    @property
+    def last_sink_error(self) -> str:
+        return self._recorder.last_error
+
+    def _started(
+        self,
+        model: str,
+        agent: str,
+        parent_session_id: str | None,
+        source: str,
+        metadata: dict[str, Any] | None,
+    ) -> Callable[[], SessionStarted]:
+        system, compactor, capture = self.system, self.compactor, self.capture
+        return lambda: SessionStarted(
+            context_window=compactor.context_window,
+            config=compactor.config.model_dump(),
+            model=model,
+            agent=agent,
+            parent_session_id=parent_session_id,
+            capture=capture,
+            source=source,
+            system_prompt_sha256=sha256_of(system, self._hash_key) if system else None,
+            system_prompt=system.content if system and capture == "full" else None,
+            metadata=_with_offload_root(metadata, compactor),
         )
 
     # ------------------------------------------------------------ history
 
     def append(self, msg: Message) -> None:
-        """Add one message to the history (the view follows on the next ``prepare``)."""
+        """Add one message to the history (the view follows on the next ``prepare``). A tool
+        result above ``tool_offload_threshold`` is offloaded first: the history keeps the
+        placeholder."""
+        name = self._pairs.open_calls.get(msg.tool_call_id or "", "")
+        msg, entry = self._tool_time.apply(msg, name)
         index, n_bytes = self._add(msg)
-        self._emit(message_appended(index, msg, self.capture, n_bytes=n_bytes, key=self._hash_key))
+        key, capture = self._hash_key, self.capture
+        self._recorder.emit(lambda: message_appended(index, msg, capture, n_bytes=n_bytes, key=key))
+        if entry is not None:
+            self._recorder.emit(lambda: tool_time_offloaded(entry, key))
+
+    @property
+    def tool_offloads(self) -> list[OffloadEntry]:
+        """Results offloaded as they were appended (``tool_offload_threshold``)."""
+        return self._tool_time.entries
+
+    @property
+    def tool_offload_errors(self) -> int:
+        """Appended results that could not be offloaded (kept whole in the history)."""
+        return self._tool_time.errors
 
     def _add(self, msg: Message) -> tuple[int, int]:
         """The bookkeeping of one new history message: (its index, its size)."""
@@ -135,21 +174,8 @@ class CompactionSession:
         n_bytes = message_bytes(msg)
         self._new_bytes += n_bytes
         self.history_bytes += n_bytes
-        self._track_pairs(msg)
+        self._pairs.add(msg, index)
         return index, n_bytes
-
-    def _track_pairs(self, msg: Message) -> None:
-        """O(1) bookkeeping of open tool calls, so that only a broken view pays for repair."""
-        if msg.is_tool_result:
-            if msg.tool_call_id in self._open_calls:
-                self._open_calls.discard(msg.tool_call_id or "")
-            else:
-                self._needs_repair = True  # a result without its call
-            return
-        if self._open_calls:
-            self._needs_repair = True  # a call was left without its result
-            self._open_calls.clear()
-        self._open_calls.update(tc.id for tc in msg.tool_calls)
 
     def extend(self, msgs: Iterable[Message]) -> None:
         for m in msgs:
@@ -181,40 +207,54 @@ class CompactionSession:
         tokens = self.tokens()
         if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
             return self._sent(self._uncompacted(tokens), tokens)
-        outcome = self.compactor.compact_detailed(self.view(), tokens=tokens, emit=False)
-        return self._sent((self._apply(outcome), outcome.record), tokens)
+        plan = self._plan(tokens, None)
+        outcome = self.compactor.compact_detailed(
+            plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
+        )
+        return self._sent((self._apply(outcome, plan), outcome.record), tokens)
 
     async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
         """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
         tokens = self.tokens()
         if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
             return self._sent(self._uncompacted(tokens), tokens)
-        outcome = await self.compactor.acompact_detailed(self.view(), tokens=tokens, emit=False)
-        return self._sent((self._apply(outcome), outcome.record), tokens)
+        plan = self._plan(tokens, None)
+        outcome = await self.compactor.acompact_detailed(
+            plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
+        )
+        return self._sent((self._apply(outcome, plan), outcome.record), tokens)
 
     def compact(self) -> CompactionRecord:
         """Manual ``/compact``: a forced Full summary, Emergency if the summariser fails."""
+        plan = self._plan(self.tokens(), CompactionTier.FULL)
         outcome = self.compactor.compact_detailed(
-            self.view(), tier=CompactionTier.FULL, trigger="manual", emit=False
+            plan.view, tier=plan.tier, tokens=plan.tokens, trigger="manual", emit=False
         )
-        self._apply(outcome)
+        self._apply(outcome, plan)
         return outcome.record
+
+    def _plan(self, tokens: int, tier: CompactionTier | None) -> _Plan:
+        """What to compact: the view, less an exchange whose calls are still open (it stays
+        after the checkpoint, so that its results join it when they arrive). The tier is the
+        one the whole view decides."""
+        view = self.view()
+        if self._pairs.open_at is None:
+            return _Plan(view, tokens, tier, [])
+        start = len(view) - (len(self.history) - self._pairs.open_at)
+        open_part = view[start:]
+        open_bytes = sum(message_bytes(m) for m in open_part)
+        part_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes - open_bytes
+        decided = tier if tier is not None else self.compactor.tier_for_tokens(tokens)
+        part_tokens = self.compactor.estimator.tokens_for_bytes(part_bytes)
+        return _Plan(view[:start], part_tokens, decided, open_part)
 
     def _uncompacted(self, tokens: int) -> tuple[list[Message], CompactionRecord]:
         view = self.view()
-        if self._needs_repair or self._open_calls:
+        if self._pairs.needs_repair:
             view = repair_orphaned_tool_pairs(view)  # never send a broken exchange
-        record = CompactionRecord(
-            session_id=self.session_id,
-            tier=CompactionTier.NONE,
-            tokens_before=tokens,
-            tokens_after=tokens,
-            msgs_before=len(view),
-            msgs_after=len(view),
-            effective=False,
-            compression_ratio=compression_ratio(tokens, tokens),
-            context_window=self.compactor.context_window,
-            estimator=self.compactor.estimator.name,
+        compactor = self.compactor
+        record = untouched_record(
+            self.session_id, tokens, len(view), compactor.context_window, compactor.estimator.name
         )
         return view, record
 
@@ -226,37 +266,35 @@ class CompactionSession:
         view, record = prepared
         self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
         self._turn += 1
-        self._emit(
-            ViewPrepared(
+        estimator, config = self.compactor.estimator, self.compactor.config
+        self._recorder.emit(
+            lambda: ViewPrepared(
                 turn=self._turn,
                 tokens=self.tokens(),
                 tokens_before=tokens_before,
                 tier=int(record.tier),
                 messages=len(view),
                 history_messages=len(self.history),
-                history_tokens=self.compactor.estimator.tokens_for_bytes(
-                    self._system_bytes + self.history_bytes
-                ),
+                history_tokens=estimator.tokens_for_bytes(self._system_bytes + self.history_bytes),
                 context_window=self.compactor.context_window,
-                reserve_tokens=self.compactor.config.reserve_tokens,
+                reserve_tokens=config.reserve_tokens,
             )
         )
         return view, record
 
-    def _apply(self, outcome: CompactionOutcome) -> list[Message]:
+    def _apply(self, outcome: CompactionOutcome, plan: _Plan) -> list[Message]:
         record = outcome.record
-        index = self._view_index()
+        index = self._view_index()[: len(outcome.inputs)]
         key = record.tier
         if record.effective or key != self._last_noop:
-            self._emit(compaction_recorded(outcome, index, self.capture, self._hash_key))
-            for payload in offload_events(record, self._hash_key):
-                self._emit(payload)
+            self._record_compaction(outcome, index)
         else:
             self.noops_suppressed += 1
+        still_open = repair_orphaned_tool_pairs(plan.open_part) if plan.open_part else []
         if not record.effective:
             self._last_noop = key
-            if self._needs_repair or self._open_calls:
-                return repair_orphaned_tool_pairs(outcome.view)  # never send a broken exchange
+            if self._pairs.needs_repair:  # never send a broken exchange
+                return [*repair_orphaned_tool_pairs(outcome.view), *still_open]
             return outcome.view
         self._last_noop = None
         self.records.append(record)
@@ -265,12 +303,20 @@ class CompactionSession:
         self._prefix = body
         self._prefix_index = [index[s] if s is not None else None for s in sources]
         self._prefix_bytes = sum(message_bytes(m) for m in body)
-        self._upto = len(self.history)
-        self._new_bytes = 0
-        self._needs_repair = False
-        self._open_calls.clear()
-        self._flush()
-        return outcome.view
+        self._upto = len(self.history) - len(plan.open_part)
+        self._new_bytes = sum(message_bytes(m) for m in plan.open_part)
+        self._pairs.checkpointed()
+        self._recorder.flush()
+        return [*outcome.view, *still_open]
+
+    def _record_compaction(self, outcome: CompactionOutcome, index: list[int | None]) -> None:
+        record, capture, key = outcome.record, self.capture, self._hash_key
+        self._recorder.emit_each(
+            lambda: [
+                compaction_recorded(outcome, index, capture, key),
+                *offload_events(record, key),
+            ]
+        )
 
     # ------------------------------------------------------------ usage and lifecycle
 
@@ -298,12 +344,12 @@ class CompactionSession:
         estimator = self.compactor.estimator
         reserve = self.compactor.config.reserve_tokens
         believed = estimator.tokens_for_bytes(n_bytes) + reserve
-        raw = _raw_tokens(estimator, n_bytes) + reserve
+        raw = raw_tokens(estimator, n_bytes) + reserve
         observe = getattr(estimator, "observe", None)
         if callable(observe):
             observe(raw, input_tokens)
-        self._emit(
-            UsageReported(
+        self._recorder.emit(
+            lambda: UsageReported(
                 estimated_input_tokens=believed,
                 raw_estimated_tokens=raw,
                 prompt=prompt,
@@ -327,49 +373,23 @@ class CompactionSession:
             if callable(delete):
                 delete(self.session_id)
         except OSError as exc:
-            log.warning("session %s: cleanup incomplete: %s", self.session_id, exc)
-        self._emit(SessionDeleted(reason="deleted by the user"))
-        self._flush()
+            self.compactor.faults.report("session cleanup incomplete", exc)
+        self._recorder.emit(lambda: SessionDeleted(reason="deleted by the user"))
+        self._recorder.flush()
 
     def close(self) -> None:
-        self._flush()
-
-    def _emit(self, payload: Any) -> None:
-        if self.event_sink is None:
-            return
-        try:
-            self.event_sink.emit(self._events.make(payload))
-        except Exception as exc:
-            self.sink_errors += 1
-            self.last_sink_error = f"{type(exc).__name__}: {exc}"
-            log.warning("session %s: event not recorded: %s", self.session_id, exc)
-
-    def _flush(self) -> None:
-        if self.event_sink is None:
-            return
-        try:
-            self.event_sink.flush()
-        except Exception as exc:
-            self.sink_errors += 1
-            self.last_sink_error = f"{type(exc).__name__}: {exc}"
+        self._recorder.flush()
 
 
-def _raw_tokens(estimator: TokenEstimator, n_bytes: int) -> int:
-    """The uncalibrated estimate that calibrating estimators fit (their own base estimator)."""
-    raw = getattr(estimator, "raw_tokens", None)
-    return int(raw(n_bytes)) if callable(raw) else estimator.tokens_for_bytes(n_bytes)
+@dataclass(frozen=True)
+class _Plan:
+    """One compaction to run: the view to compact (``tokens`` of it, ``tier`` forced or None
+    to decide) and the open exchange that follows it untouched."""
 
-
-def _next_seq(sink: EventSink | None, session_id: str) -> int:
-    """The seq after the last one ``sink`` holds for ``session_id`` (0 for a new session)."""
-    next_seq = getattr(sink, "next_seq", None)
-    if not callable(next_seq):
-        return 0
-    try:
-        return int(next_seq(session_id))
-    except Exception as exc:  # a sink that cannot tell must not stop the agent
-        log.warning("session %s: could not read its last seq: %s", session_id, exc)
-        return 0
+    view: list[Message]
+    tokens: int
+    tier: CompactionTier | None
+    open_part: list[Message]
 
 
 def _with_offload_root(

@@ -11,7 +11,6 @@ failure it notes why and returns False, and the compactor falls back.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Generator, Sequence
 from typing import Protocol
@@ -26,6 +25,7 @@ from compactor.compaction_message import (
     render_compaction_message,
 )
 from compactor.config import CompactorConfig
+from compactor.faults import FaultLog
 from compactor.messages import Message
 from compactor.protocols import MemoryExtractor, TodoInjector
 from compactor.records import SummarizerStats
@@ -45,6 +45,7 @@ class SummaryOwner(Protocol):
     task: str
     memory_extractor: MemoryExtractor | None
     todo_injector: TodoInjector | None
+    faults: FaultLog
 
     def tokens(self, msgs: Sequence[Message]) -> int: ...
 
@@ -53,9 +54,6 @@ class SummaryOwner(Protocol):
     def known_state(self, carrier: Message) -> CompactionState | None: ...
 
     def commit_state(self, state: CompactionState, message: Message, task: str) -> None: ...
-
-
-log = logging.getLogger(__name__)
 
 
 class SummaryStep:
@@ -164,8 +162,8 @@ class SummaryStep:
             return
         try:
             extractor.extract(msgs)
-        except Exception:
-            log.warning("memory extraction failed; continuing", exc_info=True)
+        except Exception as exc:
+            self.owner.faults.report("memory extraction failed", exc, then="compacting anyway")
 
 
 def _stats(result: SummaryResult, latency_ms: float) -> SummarizerStats:

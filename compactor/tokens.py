@@ -199,3 +199,9 @@ def message_budget_bytes(estimator: TokenEstimator, tokens: int) -> int:
 def message_budget_tokens(estimator: TokenEstimator, n_bytes: int) -> int:
     """Tokens ``n_bytes`` of one message add on top of the fixed overhead."""
     return estimator.tokens_for_bytes(n_bytes) - estimator.tokens_for_bytes(0)
+
+
+def raw_tokens(estimator: TokenEstimator, n_bytes: int) -> int:
+    """The uncalibrated estimate that calibrating estimators fit (their own base estimator)."""
+    raw = getattr(estimator, "raw_tokens", None)
+    return int(raw(n_bytes)) if callable(raw) else estimator.tokens_for_bytes(n_bytes)

@@ -150,3 +150,21 @@ def preserved_verbatim(
         for m, src in zip(view, sources, strict=True)
         if src is not None and m.role != "system" and m == inputs[src]
     )
+
+
+def untouched_record(
+    session_id: str, tokens: int, n_msgs: int, context_window: int, estimator: str
+) -> CompactionRecord:
+    """The record of a turn that decided tier NONE: nothing compacted, nothing changed."""
+    return CompactionRecord(
+        session_id=session_id,
+        tier=CompactionTier.NONE,
+        tokens_before=tokens,
+        tokens_after=tokens,
+        msgs_before=n_msgs,
+        msgs_after=n_msgs,
+        effective=False,
+        compression_ratio=compression_ratio(tokens, tokens),
+        context_window=context_window,
+        estimator=estimator,
+    )

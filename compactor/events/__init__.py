@@ -13,6 +13,7 @@ from compactor.events.builders import (
     offload_events,
     redact_record,
     sha256_of,
+    tool_time_offloaded,
 )
 from compactor.events.schema import (
     ENVELOPE_HEAD,
@@ -74,5 +75,6 @@ __all__ = [
     "parse_event",
     "redact_record",
     "sha256_of",
+    "tool_time_offloaded",
     "upcast",
 ]

@@ -12,6 +12,7 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
+from compactor.encoding import scrub
 from compactor.events.schema import (
     REDACTED,
     AnchorItem,
@@ -23,9 +24,9 @@ from compactor.events.schema import (
     ViewItem,
     ViewStatus,
 )
-from compactor.messages import Message
+from compactor.messages import Message, ToolCall
 from compactor.outcome import CompactionOutcome
-from compactor.records import CompactionRecord
+from compactor.records import CompactionRecord, OffloadEntry
 from compactor.tokens import message_bytes
 
 
@@ -45,16 +46,33 @@ def hash_key(capture: Capture, session_id: str = "", secret: bytes | None = None
 
 def sha256_of(msg: Message, key: bytes | None = None) -> str:
     """Content address of a message: role, content, tool calls and ids (keyed with ``key``,
-    an HMAC, when given)."""
+    an HMAC, when given). Lone surrogates are hashed as ``surrogatepass`` writes them, in
+    every field, so no text a model produced can make hashing raise."""
     h = hmac.new(key, digestmod=hashlib.sha256) if key else hashlib.sha256()
-    h.update(msg.role.encode())
+    h.update(_raw(msg.role))
     h.update(b"\0")
-    h.update(msg.content.encode("utf-8", "surrogatepass"))
+    h.update(_raw(msg.content))
     for tc in msg.tool_calls:
-        h.update(f"\0{tc.id}\0{tc.name}\0".encode())
-        h.update(tc.arguments.encode("utf-8", "surrogatepass"))
-    h.update(f"\0{msg.tool_call_id or ''}\0{int(msg.is_error)}".encode())
+        h.update(_raw(f"\0{tc.id}\0{tc.name}\0"))
+        h.update(_raw(tc.arguments))
+    h.update(_raw(f"\0{msg.tool_call_id or ''}\0{int(msg.is_error)}"))
     return h.hexdigest()
+
+
+def _raw(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _opt(text: str | None) -> str | None:
+    return None if text is None else scrub(text)
+
+
+def _clean_call(tc: ToolCall) -> ToolCall:
+    """``tc`` with its id, name and arguments scrubbed (the same object when already clean)."""
+    fields = {"id": scrub(tc.id), "name": scrub(tc.name), "arguments": scrub(tc.arguments)}
+    if all(getattr(tc, k) is v for k, v in fields.items()):
+        return tc
+    return tc.model_copy(update=fields)
 
 
 def message_appended(
@@ -66,20 +84,21 @@ def message_appended(
     key: bytes | None = None,
 ) -> MessageAppended:
     """The payload for one appended message (``n_bytes``: its size, if already counted;
-    ``key``: the session's ``hash_key``)."""
+    ``key``: the session's ``hash_key``). Ids and names are scrubbed here; content is left to
+    the serialiser, which scrubs it on the way out (``model_json_line``)."""
     full = capture == "full"
     return MessageAppended(
         index=index,
         role=msg.role,
         bytes=message_bytes(msg) if n_bytes is None else n_bytes,
         sha256=sha256_of(msg, key),
-        tool_call_id=msg.tool_call_id,
-        tool_call_ids=[tc.id for tc in msg.tool_calls],
-        tool_names=[tc.name for tc in msg.tool_calls],
+        tool_call_id=_opt(msg.tool_call_id),
+        tool_call_ids=[scrub(tc.id) for tc in msg.tool_calls],
+        tool_names=[scrub(tc.name) for tc in msg.tool_calls],
         is_error=msg.is_error,
-        name=msg.name,
+        name=_opt(msg.name),
         content=msg.content if full else None,
-        tool_calls=list(msg.tool_calls) if full else None,
+        tool_calls=[_clean_call(tc) for tc in msg.tool_calls] if full else None,
     )
 
 
@@ -149,7 +168,7 @@ def compaction_recorded(
                     role=m.role,
                     bytes=size,
                     source_index=index,
-                    tool_call_id=m.tool_call_id,
+                    tool_call_id=_opt(m.tool_call_id),
                     content=m.content if capture == "full" else None,
                 )
             )
@@ -166,18 +185,25 @@ def compaction_recorded(
 
 def offload_events(record: CompactionRecord, key: bytes | None = None) -> list[ToolResultOffloaded]:
     """One payload per offloaded file (its content hash keyed with ``key`` when given)."""
-    return [
-        ToolResultOffloaded(
-            record_id=record.id,
-            tool_call_id=e.tool_call_id,
-            tool_name=e.tool_name,
-            file_path=e.file_path,
-            bytes=e.bytes,
-            lines=e.lines,
-            sha256=_keyed(e.sha256, key),
-        )
-        for e in record.offloaded
-    ]
+    return [_offloaded(e, record.id, key) for e in record.offloaded]
+
+
+def tool_time_offloaded(entry: OffloadEntry, key: bytes | None = None) -> ToolResultOffloaded:
+    """The payload of a result offloaded as it was appended (``tool_offload_threshold``): no
+    compaction made it, so ``record_id`` is empty."""
+    return _offloaded(entry, "", key)
+
+
+def _offloaded(e: OffloadEntry, record_id: str, key: bytes | None) -> ToolResultOffloaded:
+    return ToolResultOffloaded(
+        record_id=record_id,
+        tool_call_id=scrub(e.tool_call_id),
+        tool_name=scrub(e.tool_name),
+        file_path=scrub(e.file_path),
+        bytes=e.bytes,
+        lines=e.lines,
+        sha256=_keyed(e.sha256, key),
+    )
 
 
 def _keyed(digest: str, key: bytes | None) -> str:

@@ -119,6 +119,9 @@ class CompactionRecorded(BaseModel):
 
 
 class ToolResultOffloaded(BaseModel):
+    """One result written to an offload file: by a compaction (``record_id`` is its record's
+    id) or as it was appended, by tool-time offload (``record_id`` is empty)."""
+
     model_config = _FROZEN
     type: Literal["tool_result_offloaded"] = "tool_result_offloaded"
     record_id: str
