@@ -1,8 +1,9 @@
 """What every page shares: the store owner of this process and cached reads through it.
 
-The owner is a ``st.cache_resource`` (one per home and process, closed when the cache is
-cleared). Reads are ``st.cache_data`` keyed on the owner's ``version``, so a page rerun costs
-nothing until an ingest adds events, and then reads fresh rows. Each read is a named function of
+The owner is ``app.owner.shared_owner`` (one per home and process, opened by the server at
+start-up), held in a ``st.cache_resource`` that closes it when the cache is cleared. Reads are
+``st.cache_data`` keyed on the owner's ``version``, so a page rerun costs nothing until an
+ingest adds events, and then reads fresh rows. Each read is a named function of
 ``analytics`` (queries, jobs): this module chooses which one to call, never what it computes.
 """
 
@@ -43,13 +44,13 @@ from analytics import (
     turns_frame,
     views_frame,
 )
-from app.owner import StoreOwner, current_home
+from app.owner import StoreOwner, current_home, release_owner, shared_owner
 from app.widgets import md_escape, not_found
 
 
-@st.cache_resource(show_spinner=False, on_release=lambda owner: owner.close())
+@st.cache_resource(show_spinner=False, on_release=release_owner)
 def _owner(home: str) -> StoreOwner:
-    return StoreOwner.open(Path(home))
+    return shared_owner(Path(home))
 
 
 def owner() -> StoreOwner:

@@ -5,12 +5,16 @@ file, and it projects the spool itself, on start and every ``interval_s`` second
 thread. A DuckDB connection is not safe to share between threads, so the projector and every
 page read take the same lock. ``version`` grows by one each time the stored data changed (an
 ingest added events, or a job was run on request); pages key their caches on it and the
-refresher reruns a page when it moves.
-Nothing here renders anything or computes a figure.
+refresher reruns a page when it moves. ``shared_owner`` keeps one owner per home and process:
+the server (``app.server``) opens it at start-up, before any browser connects, and every page
+reuses it. Each ingest that stored events, and each new failure, is logged on
+``compactlens.app``. What the command line gave the app (``--home``, ``--allow-path``) is read
+here. Nothing here renders anything or computes a figure.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -23,25 +27,40 @@ from typing import TypeVar
 from analytics import EventStore, Job, Projector, event_count, refresh_jobs
 
 T = TypeVar("T")
+LOG = logging.getLogger("compactlens.app")
 
 INGEST_INTERVAL_S = 1.5
 """How often the spool is projected: spooled events show within this plus one page refresh."""
 
 
+def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    """Every value of ``flag VALUE`` or ``flag=VALUE`` in ``argv``, in order."""
+    args, out = list(argv), []
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif arg.startswith(f"{flag}="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
 def home_from(argv: Sequence[str], environ: dict[str, str] | os._Environ[str]) -> Path:
     """``--home DIR`` after ``streamlit run app/main.py --``, else ``$COMPACTLENS_HOME``, else
     ``./data`` (the same default as the command line)."""
-    args = list(argv)
-    for i, arg in enumerate(args):
-        if arg == "--home" and i + 1 < len(args):
-            return Path(args[i + 1]).expanduser()
-        if arg.startswith("--home="):
-            return Path(arg.split("=", 1)[1]).expanduser()
-    return Path(environ.get("COMPACTLENS_HOME") or "data").expanduser()
+    given = _flag_values(argv, "--home")
+    return Path(given[0] if given else environ.get("COMPACTLENS_HOME") or "data").expanduser()
 
 
 def current_home() -> Path:
     return home_from(sys.argv[1:], os.environ).resolve()
+
+
+def allowed_roots(argv: Sequence[str] | None = None) -> list[Path]:
+    """The folders the tuning form may read transcripts from: the home, then each
+    ``--allow-path DIR`` the app was started with (``compactlens ui --allow-path``)."""
+    args = sys.argv[1:] if argv is None else argv
+    extra = [Path(p).expanduser().resolve() for p in _flag_values(args, "--allow-path")]
+    return [home_from(args, os.environ).resolve(), *extra]
 
 
 @dataclass
@@ -86,11 +105,21 @@ class StoreOwner:
                 count = event_count(self.store)
                 if count != self.events:
                     refresh_jobs(self.store)
+                    if count > max(self.events, 0):
+                        LOG.info(
+                            "projected %s new events from %s (store: %s events)",
+                            f"{count - max(self.events, 0):,}",
+                            self.home / "spool",
+                            f"{count:,}",
+                        )
                     self.events = count
                     self.version += 1
             self.last_error = None
         except Exception as exc:  # a daemon thread must not die: the pages show the error
-            self.last_error = f"projecting the spool failed: {exc}"
+            error = f"projecting the spool failed: {exc}"
+            if error != self.last_error:  # once per failure, not every tick
+                LOG.warning("%s", error)
+            self.last_error = error
         self.ingested_at = time.time()
 
     def run_jobs(self, jobs: Sequence[Job]) -> None:
@@ -109,3 +138,35 @@ class StoreOwner:
             self.thread.join(timeout=10)
         with self.lock:
             self.store.close()
+
+
+_OWNERS: dict[Path, StoreOwner] = {}
+_OWNERS_LOCK = threading.Lock()
+
+
+def shared_owner(home: Path) -> StoreOwner:
+    """This process's owner of ``home``'s store, opened on first use (``StoreLockedError``
+    when another process owns it: the next call tries again)."""
+    home = Path(home).resolve()
+    with _OWNERS_LOCK:
+        found = _OWNERS.get(home)
+        if found is None or found.stop.is_set():
+            found = _OWNERS[home] = StoreOwner.open(home)
+        return found
+
+
+def release_owner(owner: StoreOwner) -> None:
+    """Close ``owner`` and forget it (the next ``shared_owner`` of its home opens afresh)."""
+    with _OWNERS_LOCK:
+        if _OWNERS.get(owner.home.resolve()) is owner:
+            del _OWNERS[owner.home.resolve()]
+    owner.close()
+
+
+def release_all() -> None:
+    """Close every owner of this process (the server's last act: the store is checkpointed
+    and its lock released before the process ends)."""
+    with _OWNERS_LOCK:
+        owners = list(_OWNERS.values())
+    for owner in owners:
+        release_owner(owner)

@@ -3,11 +3,14 @@
 One job at a time per app process (a second start while one runs is refused). Replays run
 inline in that thread (``workers=0``): no process pool is forked inside the server. The run
 writes its log and recommended TOML under ``<home>/tuning`` like ``compactlens tune``; this
-module only starts it and remembers what ``run_tune`` reported.
+module only starts it and remembers what ``run_tune`` reported. The app has no login, so the
+paths a page asks it to read are ``confine``d first: each must lie under the home or a folder
+the app was started with (``--allow-path``), and a folder must hold no link leading out.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +38,63 @@ class TuningJob:
     @property
     def running(self) -> bool:
         return not self.done.is_set()
+
+
+class PathNotAllowedError(ValueError):
+    """A path the app may not read: outside its folders, or leading out through a link."""
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path.is_relative_to(root) for root in roots)
+
+
+def _leading_out(folder: Path, roots: Sequence[Path]) -> Path | None:
+    """The first link under ``folder`` whose target is outside ``roots`` (None: none is)."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in sorted([*dirnames, *filenames]):
+            entry = Path(dirpath) / name
+            if entry.is_symlink() and not _inside(entry.resolve(), roots):
+                return entry
+    return None
+
+
+def confine(paths: Sequence[str], home: Path, roots: Sequence[Path]) -> list[Path]:
+    """Each of ``paths`` resolved (a relative one under ``home``), or ``PathNotAllowedError``
+    for the first outside ``roots`` or (a folder) holding a link whose target is. Nothing is
+    said about whether a refused path exists."""
+    allowed = [root.resolve() for root in roots]
+    shown = ", ".join(str(r) for r in allowed)
+    out: list[Path] = []
+    for given in paths:
+        try:
+            real = (home / Path(given).expanduser()).resolve()
+        except (OSError, ValueError):  # a NUL byte, a name too long, a link loop
+            raise PathNotAllowedError(f"{given!r} is not a usable path") from None
+        if not _inside(real, allowed):
+            raise PathNotAllowedError(
+                f"{given!r} is outside the folders this app may read ({shown}); start it with "
+                "`compactlens ui --allow-path DIR` to allow another"
+            )
+        link = _leading_out(real, allowed) if real.is_dir() else None
+        if link is not None:
+            raise PathNotAllowedError(
+                f"{given!r} holds {str(link)!r}, a link to outside the folders this app may "
+                f"read ({shown}); allow its target with `compactlens ui --allow-path DIR`"
+            )
+        out.append(real)
+    return out
+
+
+def readable(paths: Sequence[str], home: Path, roots: Sequence[Path]) -> list[str]:
+    """The ``paths`` that ``confine`` would accept, as given (the form's suggestions)."""
+    out = []
+    for path in paths:
+        try:
+            confine([path], home, roots)
+        except PathNotAllowedError:
+            continue
+        out.append(path)
+    return out
 
 
 _LOCK = threading.Lock()

@@ -9,8 +9,11 @@ options and prints.
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -25,8 +28,21 @@ from analytics.cli.common import (
     resolve_home,
 )
 from analytics.cli.ingesting import run_ingest
-from analytics.cli.serve import app_url, free_port, serve_app, wait_until_ready
-from analytics.cli.terminal import console, ingest_summary, print_error, window_too_small
+from analytics.cli.serve import (
+    app_urls,
+    exposed,
+    free_port,
+    serve_app,
+    stop_app,
+    wait_until_ready,
+)
+from analytics.cli.terminal import (
+    console,
+    ingest_summary,
+    print_error,
+    print_note,
+    window_too_small,
+)
 from analytics.replay.synthetic import SYSTEM_PROMPT, generate_session
 from compactor import (
     CompactionOffloader,
@@ -114,23 +130,69 @@ def demo(
 def ui(
     port: PortOption = 8501,
     host: Annotated[
-        str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only)")
+        str,
+        typer.Option(
+            "--host", help="Address to bind (127.0.0.1: this machine only; the app has no login)"
+        ),
     ] = "127.0.0.1",
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Open no browser")] = False,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-path",
+            exists=True,
+            file_okay=False,
+            help="A folder the tuning form may read transcripts from, besides the home "
+            "(repeatable)",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Start the app on the store (it owns the store and projects the spool as it grows)."""
-    _serve(resolve_home(home), host, port, open_browser=not no_browser)
+    root = resolve_home(home)
+    _serve(root, host, port, open_browser=not no_browser, allow_paths=allow_path or [])
 
 
-def _serve(root: Path, host: str, port: int, *, open_browser: bool) -> None:
-    """Run the app until it exits or Ctrl-C; print its URL once it answers."""
+class _StopSignalError(Exception):
+    """SIGTERM or SIGHUP arrived: stop the app as Ctrl-C does."""
+
+
+def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise _StopSignalError(signal.Signals(signum).name)
+
+
+def _warn_if_exposed(host: str, port: int, root: Path, allowed: list[Path]) -> None:
+    if not exposed(host):
+        return
+    folders = ", ".join(str(p) for p in [root.resolve(), *allowed])
+    print_note(
+        f"warning: --host {host}: the app listens beyond this machine and has no authentication; "
+        f"anyone who reaches port {port} reads this store's transcripts and offloaded files and "
+        f"can start tuning runs over transcripts under {folders}. Bind 127.0.0.1 and use an SSH "
+        "tunnel, or put an authenticating proxy in front."
+    )
+
+
+def _serve(
+    root: Path,
+    host: str,
+    port: int,
+    *,
+    open_browser: bool,
+    allow_paths: Sequence[Path] = (),
+) -> None:
+    """Run the app until it exits, Ctrl-C, SIGTERM or SIGHUP, then stop its whole process
+    group; print its URLs once it answers."""
     port = port or free_port(host)
-    process = serve_app(root, host=host, port=port, open_browser=open_browser)
-    url = app_url(host, port)
+    allowed = [p.resolve() for p in allow_paths]
+    _warn_if_exposed(host, port, root, allowed)
+    handlers = {s: signal.signal(s, _stop_on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    process = serve_app(root, host=host, port=port, open_browser=open_browser, allow_paths=allowed)
+    urls = app_urls(host, port)
     try:
-        wait_until_ready(url, 90.0, process=process)
-        console.print(f"compactlens app: {url}  (Ctrl-C stops it)", soft_wrap=True)
+        wait_until_ready(urls[0], 90.0, process=process)
+        more = "".join(f"  {u}" for u in urls[1:])
+        console.print(f"compactlens app: {urls[0]}{more}  (Ctrl-C stops it)", soft_wrap=True)
         console.file.flush()  # the URL must reach a pipe now, not when the app stops
         while process.poll() is None:
             # a timed sleep, not a blocking wait: a Ctrl-C that another thread (DuckDB's,
@@ -141,10 +203,14 @@ def _serve(root: Path, host: str, port: int, *, open_browser: bool) -> None:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         pass
+    except _StopSignalError as exc:
+        print_note(f"{exc}: stopping the app")
     finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(10)
+        for signum in handlers:  # a second signal must not cut the stop short
+            signal.signal(signum, signal.SIG_IGN)
+        stop_app(process)
+        for signum, previous in handlers.items():
+            signal.signal(signum, previous)
 
 
 def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> None:

@@ -17,6 +17,7 @@ import streamlit as st
 from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_figure, pareto_front, totals
 from app import tuning_job
 from app.context import home, read
+from app.owner import allowed_roots
 from app.widgets import md_escape, param
 
 HOW = (
@@ -95,23 +96,43 @@ def _progress(job: tuning_job.TuningJob) -> None:
         st.rerun(scope="app")
 
 
+def _chosen(text: str, roots: list[Path]) -> list[Path] | None:
+    """The form's paths, confined to ``roots`` and existing; None (with one error) if not."""
+    given = [p.strip() for p in text.splitlines() if p.strip()]
+    try:
+        chosen = tuning_job.confine(given, home(), roots)
+    except tuning_job.PathNotAllowedError as exc:
+        st.error(f"Refused: {md_escape(str(exc))}")
+        return None
+    missing = [str(p) for p in chosen if not p.exists()]
+    if not chosen or missing:
+        shown = md_escape(", ".join(missing) or "all")
+        st.error(f"Give existing transcript paths (missing: {shown}).")
+        return None
+    return chosen
+
+
 def _start_form() -> None:
     st.subheader("Start a small tuning run")
-    sources = read("sources")
+    roots = allowed_roots()
+    sources = tuning_job.readable(read("sources"), home(), roots)
     with st.form("tune"):
         paths = st.text_area("transcripts (one path per line)", "\n".join(sources))
         window = st.number_input("window (tokens)", 1_000, 1_000_000, 16_000, step=1_000)
         kinds = st.multiselect("strategies", list(STRATEGY_KINDS), ["progressive", "masking"])
         trials = st.number_input("Optuna trials after the grid", 0, 20, 0)
         submitted = st.form_submit_button("start")
+    st.caption(
+        "Transcripts are read only under "
+        + ", ".join(md_escape(str(r)) for r in roots)
+        + " (relative paths: under the home; more with `compactlens ui --allow-path DIR`)."
+    )
     if submitted:
-        chosen = [p.strip() for p in str(paths).splitlines() if p.strip()]
-        missing = [p for p in chosen if not Path(p).exists()]
-        if not chosen or missing:
-            shown = md_escape(", ".join(missing) or "all")
-            st.error(f"Give existing transcript paths (missing: {shown}).")
+        chosen = _chosen(str(paths), roots)
+        if chosen is None:
             return
-        tuning_job.start(home(), chosen, int(window), strategies=kinds, trials=int(trials))
+        files = [str(p) for p in chosen]
+        tuning_job.start(home(), files, int(window), strategies=kinds, trials=int(trials))
     job = tuning_job.current(home())
     if job is not None:
         _progress(job)

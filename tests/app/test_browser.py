@@ -21,7 +21,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from analytics.cli.serve import app_url, free_port, serve_app, wait_until_ready
+from analytics.cli.serve import app_url, free_port, serve_app, stop_app, wait_until_ready
 from analytics.errors import StoreLockedError
 from analytics.store import EventStore
 from tests.app.browser import (
@@ -33,7 +33,7 @@ from tests.app.browser import (
     start_browser,
     wait_for,
 )
-from tests.app.fixtures import SCRIPT, FixtureHome, build_home, run_hostile
+from tests.app.fixtures import SCRIPT, TRANSCRIPTS, FixtureHome, build_home, run_hostile
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 
@@ -55,7 +55,10 @@ class Served:
 
 def start(home: Path, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
-    process = serve_app(home, port=port, open_browser=False, output=log.open("wb"))
+    output = log.open("wb")  # the tuning form may read the fixture's transcripts
+    process = serve_app(
+        home, port=port, open_browser=False, output=output, allow_paths=[TRANSCRIPTS]
+    )
     url = app_url("127.0.0.1", port)
     wait_until_ready(url, 60, process=process)
     return url, process
@@ -71,8 +74,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(fixture, url, process, driver)
     finally:
         driver.quit()
-        process.terminate()
-        process.wait(timeout=20)
+        stop_app(process)
 
 
 PAGES: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
@@ -209,8 +211,7 @@ def test_a_second_owner_gets_one_clear_line(served: Served, tmp_path: Path) -> N
         assert not exception_boxes(served.driver)
         assert "Compactions per tier" not in text
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_app(process)
 
 
 @pytest.mark.parametrize(

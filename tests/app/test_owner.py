@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from analytics.errors import StoreLockedError
-from app.owner import StoreOwner, home_from
+from app.owner import (
+    StoreOwner,
+    allowed_roots,
+    home_from,
+    release_all,
+    release_owner,
+    shared_owner,
+)
 from tests.app.fixtures import run_hostile
 
 
@@ -46,6 +53,24 @@ def test_spooled_events_are_projected_by_the_timer(tmp_path: Path) -> None:
         assert owner.last_error is None
     finally:
         owner.close()
+
+
+def test_one_owner_per_home_is_shared_until_released(tmp_path: Path) -> None:
+    first = shared_owner(tmp_path)
+    try:
+        assert shared_owner(tmp_path / ".") is first  # what the server opened, pages reuse
+        release_owner(first)
+        assert first.stop.is_set()
+        second = shared_owner(tmp_path)  # reopened after a release (the cache was cleared)
+        assert second is not first
+    finally:
+        release_all()
+
+
+def test_the_allowed_roots_are_the_home_then_each_allow_path(tmp_path: Path) -> None:
+    argv = ["--home", str(tmp_path), "--allow-path", "/srv/a", "--allow-path=/srv/b"]
+
+    assert allowed_roots(argv) == [tmp_path.resolve(), Path("/srv/a"), Path("/srv/b")]
 
 
 def test_a_second_owner_is_refused_with_one_line(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ what a person would see, and that no exception was rendered.
 
 from __future__ import annotations
 
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -18,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from analytics.store import EventStore
 from app import tuning_job
-from tests.app.fixtures import SCRIPT, FixtureHome, build_home
+from tests.app.fixtures import SCRIPT, TRANSCRIPTS, FixtureHome, build_home
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
 
@@ -204,8 +205,9 @@ def test_counterfactuals_are_computed_on_request(fixture_home: FixtureHome) -> N
 
 
 def test_tuning_run_started_from_the_page_shows_its_front_and_config(
-    fixture_home: FixtureHome,
+    fixture_home: FixtureHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(sys, "argv", ["app/main.py", "--allow-path", str(TRANSCRIPTS)])
     at = open_page("tuning")
     assert "compactlens tune" in "".join(i.value for i in at.info)  # no run yet
     assert str(at.text_area[0].value).count("transcripts/") == 3  # the store's sources
@@ -223,6 +225,36 @@ def test_tuning_run_started_from_the_page_shows_its_front_and_config(
     assert any("Pareto front: " in t.value for t in at.text)
     assert len(at.get("download_button")) == 1
     assert any(c.language == "toml" for c in at.code)
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "/etc",  # outside the home, and no --allow-path given
+        "{transcripts}",  # the store's own sources are not allowed without --allow-path
+        "../../../../../../../etc/passwd",  # relative paths are under the home
+        "{home}/linked/out",  # a link under the home that leads out
+        "{home}/linked",  # a folder under the home holding that link
+    ],
+)
+def test_the_tuning_form_reads_only_under_the_home_and_allowed_folders(
+    fixture_home: FixtureHome, asked: str
+) -> None:
+    link = fixture_home.home / "linked" / "out"
+    if not link.is_symlink():
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(TRANSCRIPTS, target_is_directory=True)
+    at = open_page("tuning")
+    assert str(at.text_area[0].value) == ""  # the sources outside are not even suggested
+    started = tuning_job.current(fixture_home.home)
+
+    path = asked.format(transcripts=TRANSCRIPTS, home=fixture_home.home)
+    at.text_area[0].input(path)
+    at.form_submit_button[0].click().run()
+
+    assert not at.exception
+    assert any("Refused" in e.value and "allow" in e.value for e in at.error), at.error
+    assert tuning_job.current(fixture_home.home) is started  # no run was started
 
 
 def test_script_and_html_in_content_stay_text(fixture_home: FixtureHome) -> None:

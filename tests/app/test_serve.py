@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from analytics.cli.serve import APP_MAIN, app_url, free_port, wait_until_ready
+from analytics.cli.serve import APP_MAIN, app_url, app_urls, exposed, free_port, wait_until_ready
 
 
 def test_the_app_entry_script_is_found_beside_the_package() -> None:
@@ -24,6 +24,31 @@ def test_the_app_entry_script_is_found_beside_the_package() -> None:
 )
 def test_app_url(host: str, url: str) -> None:
     assert app_url(host, 8501) == url
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("127.0.0.1", False),
+        ("127.0.0.2", False),
+        ("localhost", False),
+        ("::1", False),
+        ("0.0.0.0", True),
+        ("::", True),
+        ("10.1.2.3", True),
+        ("myhost.example", True),
+    ],
+)
+def test_every_address_but_loopback_is_exposed(host: str, expected: bool) -> None:
+    assert exposed(host) is expected
+
+
+def test_a_wildcard_bind_lists_the_local_url_first_then_a_network_one() -> None:
+    urls = app_urls("0.0.0.0", 8501)
+
+    assert urls[0] == "http://localhost:8501"
+    assert all(not u.startswith("http://127.") for u in urls[1:])
+    assert app_urls("fd00::5", 8501) == ["http://[fd00::5]:8501"]
 
 
 def test_waiting_on_a_port_nobody_serves_times_out() -> None:
