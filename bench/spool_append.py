@@ -11,12 +11,18 @@ seeded sessions, about 18,000 messages with tool results from a few bytes to ~40
 Each call is timed on its own; the median is the typical call, the mean is the amortised cost
 including the calls that flushed a buffer to disk. The spool is read back and checked afterwards.
 
+Two figures for issue 16 beside it: what resuming a named session costs in a spool that holds
+another session's ~200 MB file (time and bytes read by ``SpoolSink.next_seq``, which reads the
+session's ``.seq`` index instead of the spool), and 12,000 emits to a spool whose writes all
+fail (time per emit and warnings logged: O(1) per emit, one warning per failure episode).
+
 Target (issue: spool overhead): the median ``append`` costs at most 20 µs per event.
 Run: ``.venv/bin/python bench/spool_append.py``.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import sys
 import tempfile
@@ -158,6 +164,63 @@ def report(name: str, timing: Timing, sink: SpoolSink, expected: int) -> str:
     return problem
 
 
+def _bytes_read() -> int:
+    """Bytes this process read so far (Linux ``/proc/self/io``; 0 elsewhere)."""
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith("rchar:")), 0)
+
+
+def bench_resume(root: Path, megabytes: int = 200) -> None:
+    """A named session resumed in a spool that holds another session's big file."""
+    spool = root / "resume"
+    spool.mkdir()
+    factory = EventFactory("someone-else")
+    line = factory.make(message_appended(0, Message(role="user", content="z" * 1000), "full"))
+    data = (line.to_json_line() + "\n").encode()
+    (spool / "other-1-00000000.jsonl").write_bytes(data * (megabytes * 1_000_000 // len(data)))
+    first = new_session(SpoolSink(spool), "mine")  # the first resume scans once, then indexes
+    first.append(Message(role="user", content="one"))
+    first.close()
+    read, t0 = _bytes_read(), time.perf_counter_ns()
+    seq = SpoolSink(spool).next_seq("mine")
+    ms, read = (time.perf_counter_ns() - t0) / 1e6, _bytes_read() - read
+    print(
+        f"\nresume a named session beside a {megabytes} MB spool file: next_seq={seq} in "
+        f"{ms:.2f} ms, {read:,} bytes read"
+    )
+
+
+def bench_failing_disk(root: Path, emits: int = 12_000) -> None:
+    """Emits to a spool whose every write fails (its folder cannot be created)."""
+    blocker = root / "not-a-folder"
+    blocker.write_text("a file where the spool folder should be")
+    sink = SpoolSink(blocker / "spool")
+    factory = EventFactory("failing")
+    events = [
+        factory.make(message_appended(i, Message(role="user", content="x" * 300), "full"))
+        for i in range(emits)
+    ]
+    warnings: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = warnings.append  # type: ignore[method-assign]
+    logging.getLogger("compactor.sinks").addHandler(handler)
+    try:
+        t0 = time.perf_counter_ns()
+        for event in events:
+            sink.emit(event)
+        seconds = (time.perf_counter_ns() - t0) / 1e9
+    finally:
+        logging.getLogger("compactor.sinks").removeHandler(handler)
+    print(
+        f"\n{emits:,} emits while every write fails: {seconds:.2f} s "
+        f"({seconds / emits * 1e6:.1f} µs per emit), {sink.errors} failed flushes, "
+        f"{len(warnings)} warning(s), {sink.pending:,} events kept"
+    )
+
+
 def main() -> int:
     msgs = messages()
     sizes = sorted(len(m.content) for m in msgs)
@@ -172,6 +235,8 @@ def main() -> int:
         bad = report("CompactionSession.append(msg)", append, append_sink, len(msgs) + 1)
         emit, emit_sink = bench_emit(msgs, spool)
         bad = report("SpoolSink.emit(event), events pre-built", emit, emit_sink, len(msgs)) or bad
+        bench_resume(spool)
+        bench_failing_disk(spool)
     median = append.median_us()
     ok = median <= TARGET_US and not bad
     mean = append.mean_us()

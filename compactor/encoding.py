@@ -19,7 +19,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def scrub(text: str) -> str:
     """``text`` with valid surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:  # isascii: the common case, in C
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
