@@ -42,12 +42,15 @@ class SeqIndex:
         return self.root / safe_name(session_id or "default")
 
     def next_seq(self, session_id: str) -> int | None:
-        """The session's next seq from its file; 0 when the index is complete and the session
-        has no file; None when the index cannot tell (no marker, unreadable): scan instead."""
+        """The session's next seq from its file; 0 when the session has no file; None when the
+        index cannot tell (no marker: older than the index, or a write of it failed, so any
+        file may be behind the spool; an unreadable or empty file): scan instead."""
+        if not (self.root / MARKER).is_file():
+            return None
         try:
             fd = os.open(self.path_for(session_id), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError:
-            return 0 if (self.root / MARKER).is_file() else None
+            return 0
         except OSError:
             return None
         try:

@@ -182,3 +182,24 @@ def test_a_full_disk_gives_one_warning_per_episode_and_bounded_retries(
         assert [json.loads(line)["event_id"] for line in lines] == ids
         sink.path.unlink()  # room for the next episode
     assert sink.written == 200 and sink.dropped == 0
+
+
+def test_a_seq_index_that_could_not_be_written_is_not_trusted_by_the_next_resume(
+    tmp_path: Path,
+) -> None:
+    spool = tmp_path / "spool"
+    first = _session(spool, "mine")
+    first.append(Message(role="user", content="one"))
+    first.close()
+    index_file = spool / ".seq" / "mine"
+    done = subprocess.run(["chattr", "+i", str(index_file)], capture_output=True, check=False)
+    if done.returncode != 0:  # an immutable file refuses even root's writes
+        pytest.skip(f"chattr +i not possible here: {done.stderr.decode().strip()}")
+    try:
+        again = _session(spool, "mine")  # its index lines are refused; its events are written
+        again.extend([Message(role="user", content=str(i)) for i in range(5)])
+        again.close()
+        assert isinstance(again.event_sink, SpoolSink) and again.event_sink.index.errors > 0
+        assert SpoolSink(spool).next_seq("mine") == max(_spool_seqs(spool, "mine")) + 1
+    finally:
+        subprocess.run(["chattr", "-i", str(index_file)], check=False)
