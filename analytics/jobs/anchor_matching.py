@@ -5,11 +5,11 @@ k+1 are matched to those of k per anchor type on normalised text (lowercased, wh
 collapsed, bullets and punctuation stripped at both ends). Equal normalised texts are ``kept``
 with similarity 100; only the leftovers are scored, in bulk, with rapidfuzz's
 ``token_sort_ratio`` (word order does not matter): the best match >= 90 is ``kept``, >= 60
-``changed``, else the item of k+1 is ``added``; an item of k with no match >= 60 in k+1 is
-``dropped`` at k+1. The first compaction's items are ``added``. Matching is best-match, not
-one-to-one (two items merged into one both count as matched). Following each item's
-kept/changed links back (pointer jumping over dense row ids) gives where it was introduced and
-whether it reaches the session's last compaction.
+``changed``, else the item of k+1 is ``added``; an item of k with no match >= 60 in k+1 (any
+item of k+1, exact copies of other items included) is ``dropped`` at k+1. The first compaction's
+items are ``added``. Matching is best-match, not one-to-one (two items merged into one both count
+as matched). Following each item's kept/changed links back (pointer jumping over dense row ids)
+gives where it was introduced and whether it reaches the session's last compaction.
 
 How it stays fast on millions of items: texts are normalised once per distinct text; each
 (anchor type, normalised text) gets a dense id, and sorting the rows by (that id, compaction)
@@ -293,7 +293,9 @@ def _fuzzy_matches(items: _Items, texts: pl.DataFrame) -> tuple[pl.DataFrame, np
     earlier = ids.filter(pl.Series(~items.last & ~matched)).select(
         a_rid="rid", group=group + items.n_types
     )
-    later = ids.filter(pl.Series(~items.first & ~done_b)).select(b_rid="rid", group=group)
+    # every item of k+1, its exact copies too: an item of k merged into a copy of another one
+    # is matched as when it is merged into a near copy (one rule for both)
+    later = ids.filter(pl.Series(~items.first & ~items.dup)).select(b_rid="rid", group=group)
     pairs = earlier.join(later, on="group").select("a_rid", "b_rid")
     # each distinct pair of texts is scored once (items recur from compaction to compaction)
     a_nid, b_nid = items.nid[pairs["a_rid"].to_numpy()], items.nid[pairs["b_rid"].to_numpy()]
@@ -312,6 +314,8 @@ def _fuzzy_matches(items: _Items, texts: pl.DataFrame) -> tuple[pl.DataFrame, np
         .sort(["b_rid", "similarity", "a_rid"], descending=[False, True, False])
     )
     matched[fuzzy["a_rid"].to_numpy()] = True
+    # an item of k+1 with an equal text at k keeps that link; the others take their best match
+    fuzzy = fuzzy.filter(~pl.lit(pl.Series(done_b)).gather(pl.col("b_rid")))
     return fuzzy.unique(subset="b_rid", keep="first", maintain_order=True), matched
 
 

@@ -6,11 +6,14 @@ The causes, tried in this order (the first that holds is the cause):
 - ``manual``: the compaction was a manual ``/compact`` (trigger ``manual``) that ended in
   Emergency.
 - ``fixed_prompt``: what every prompt of the session carries, whatever the config does, reaches
-  the Emergency threshold alone: the system prompt, the harness's hidden overhead (learned by
-  the calibrated estimator) and the reserve, plus the task. ``fixed_tokens`` is the larger of the
-  estimate of that (system and task bytes through the estimator the emergency was decided with)
-  and the first prompt the provider reported for the session, plus the reserve.
-  ``window_needed`` is the smallest window at which it stays under Warn.
+  the Emergency threshold: the system prompt, the harness's hidden overhead (learned by the
+  calibrated estimator) and the reserve, plus the task (``fixed_tokens``: the larger of the
+  estimate of that, system and task bytes through the estimator the emergency was decided with,
+  and the first prompt the provider reported for the session, plus the reserve), together with
+  what no compaction can take out of the newest turn (``newest_tokens``: the messages added
+  since the previous turn that are not tool results: a tool result can go to a file, the model's
+  own reply and the user's words cannot). ``window_needed`` is the smallest window at which
+  those stay under Warn.
 - ``summarizer_failed``: the summariser failed on the way (an error code ``summarizer_failed:*``,
   ``summary_empty`` or ``summary_not_smaller`` on the record) and the fallback escalated.
 - ``undercount``: the calibrated estimator moved up at the last usage report by more than
@@ -50,6 +53,7 @@ CAUSE_SCHEMA: dict[str, pl.DataType] = {
     "ratio": pl.Float64(),
     "threshold": pl.Float64(),
     "fixed_tokens": pl.Int64(),
+    "newest_tokens": pl.Int64(),
     "window_needed": pl.Int64(),
     "first_prompt_tokens": pl.Int64(),
     "error_code": pl.String(),
@@ -82,6 +86,26 @@ _TURN_SCHEMA = {
     "history_messages": pl.Int64(),
     "context_window": pl.Int64(),
     "reserve_tokens": pl.Int64(),
+}
+_RECORD_SCHEMA = {
+    "id": pl.String(),
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "tier": pl.Int64(),
+    "trigger": pl.String(),
+    "estimator": pl.String(),
+    "error_codes": pl.List(pl.String()),
+    "effective": pl.Boolean(),
+    "tokens_before": pl.Int64(),
+    "tokens_after": pl.Int64(),
+    "context_window": pl.Int64(),
+}
+_MESSAGE_SCHEMA = {
+    "session_id": pl.String(),
+    "idx": pl.Int64(),
+    "role": pl.String(),
+    "bytes": pl.Int64(),
+    "tool_call_id": pl.String(),
 }
 _USAGE_SCHEMA = {
     "session_id": pl.String(),
@@ -117,13 +141,15 @@ def emergency_causes(
     """One row per emergency (``CAUSE_SCHEMA``), in the order of ``emergencies``."""
     if emergencies.is_empty():
         return pl.DataFrame(schema=CAUSE_SCHEMA)
+    compactions = conform(compactions, _RECORD_SCHEMA)
     base = _base(emergencies, compactions, turns, sessions)
     base = base.join(_fixed(base, messages, usage), on="compaction_id", how="left")
     base = base.join(_undercount(base, usage), on="compaction_id", how="left")
     base = base.join(_burst(base, messages), on="compaction_id", how="left")
     base = base.join(_growth(base, compactions), on="compaction_id", how="left")
     window = pl.col("context_window")
-    fixed = pl.col("fixed_tokens") >= pl.col("emergency") * window
+    carried = pl.col("fixed_tokens") + pl.col("newest_tokens").fill_null(0)
+    fixed = carried >= pl.col("emergency") * window
     failed = pl.col("error_code").is_not_null()
     under = (pl.col("factor_after") >= pl.col("factor_before") * UNDERCOUNT_FACTOR) & (
         pl.col("ratio_at_old_factor") < pl.col("emergency")
@@ -149,7 +175,7 @@ def emergency_causes(
     out = base.with_columns(
         cause.alias("cause"),
         pl.col("emergency").alias("threshold"),
-        (pl.col("fixed_tokens") // pl.col("warn") + 1).cast(pl.Int64).alias("window_needed"),
+        (carried // pl.col("warn") + 1).cast(pl.Int64).alias("window_needed"),
     )
     return conform(out, CAUSE_SCHEMA)
 
@@ -163,10 +189,9 @@ def _base(
     """Each emergency with its record, its turn and the turn before, and its session's settings."""
     records = compactions.select(
         pl.col("id").alias("compaction_id"),
-        pl.col("trigger").cast(pl.String),
-        pl.col("estimator").cast(pl.String),
+        "trigger",
+        "estimator",
         pl.col("error_codes")
-        .cast(pl.List(pl.String))
         .list.eval(
             pl.element().filter(pl.element().str.split(":").list.first().is_in(SUMMARY_FAILURES))
         )
@@ -211,7 +236,8 @@ def _base(
 def _fixed(base: pl.DataFrame, messages: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
     """compaction_id, fixed_tokens, first_prompt_tokens: what every prompt carries."""
     task = (
-        messages.filter((pl.col("role") == "user") & pl.col("tool_call_id").is_null())
+        conform(messages, _MESSAGE_SCHEMA)
+        .filter((pl.col("role") == "user") & pl.col("tool_call_id").is_null())
         .sort("idx")
         .group_by("session_id")
         .agg(pl.col("bytes").first().cast(pl.Int64).alias("task_bytes"))
@@ -280,8 +306,10 @@ def _undercount(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
 
 
 def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
-    """compaction_id and the largest message added since the previous turn (index, role,
-    tool, tokens through the emergency's estimator slope)."""
+    """compaction_id, the largest message added since the previous turn (index, role, tool,
+    tokens through the emergency's estimator slope), and ``newest_tokens``: the messages added
+    since then that are not tool results (a tool result can go to a file; the model's own reply
+    and the user's words cannot)."""
     spans = base.select(
         "compaction_id",
         "session_id",
@@ -289,29 +317,35 @@ def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         pl.col("em_history").alias("hi"),
         "slope",
     )
-    sized = messages.select(
-        pl.col("session_id").cast(pl.String),
-        pl.col("idx").cast(pl.Int64),
-        pl.col("role").cast(pl.String),
-        pl.col("bytes").cast(pl.Int64),
+    added = (
+        spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
+        .filter((pl.col("idx") >= pl.col("lo")) & (pl.col("idx") < pl.col("hi")))
+        .with_columns(
+            ((pl.col("bytes") // BYTES_PER_TOKEN) * pl.col("slope"))
+            .floor()
+            .cast(pl.Int64)
+            .alias("tokens")
+        )
+    )
+    newest = added.group_by("compaction_id").agg(
+        pl.col("tokens").filter(pl.col("tool_call_id").is_null()).sum().alias("newest_tokens")
     )
     largest = (
-        spans.join(sized, on="session_id")
-        .filter((pl.col("idx") >= pl.col("lo")) & (pl.col("idx") < pl.col("hi")))
-        .sort(["compaction_id", "bytes", "idx"], descending=[False, True, False])
+        added.sort(["compaction_id", "bytes", "idx"], descending=[False, True, False])
         .group_by("compaction_id", maintain_order=True)
         .first()
     )
     names = tool_names(messages, largest)
-    return largest.join(names, on=["session_id", "idx"], how="left").select(
-        "compaction_id",
-        pl.col("idx").alias("burst_index"),
-        pl.col("role").alias("burst_role"),
-        pl.col("tool_name").alias("burst_tool"),
-        ((pl.col("bytes") // BYTES_PER_TOKEN) * pl.col("slope"))
-        .floor()
-        .cast(pl.Int64)
-        .alias("burst_tokens"),
+    return (
+        largest.join(names, on=["session_id", "idx"], how="left")
+        .select(
+            "compaction_id",
+            pl.col("idx").alias("burst_index"),
+            pl.col("role").alias("burst_role"),
+            pl.col("tool_name").alias("burst_tool"),
+            pl.col("tokens").alias("burst_tokens"),
+        )
+        .join(newest, on="compaction_id", how="left")
     )
 
 
@@ -329,7 +363,7 @@ def _growth(base: pl.DataFrame, compactions: pl.DataFrame) -> pl.DataFrame:
                 "tier",
                 "tokens_before",
                 "tokens_after",
-                pl.col("context_window").cast(pl.Int64),
+                "context_window",
             ),
             on="session_id",
         )

@@ -32,13 +32,20 @@ def _manual(row: Mapping[str, Any]) -> str:
 def _fixed(row: Mapping[str, Any]) -> str:
     first = row.get("first_prompt_tokens")
     reported = f"; the provider reported {first:,} tokens for the first prompt" if first else ""
-    share = row["fixed_tokens"] / row["context_window"] if row.get("context_window") else None
+    window = row.get("context_window")
+    fixed, newest = row.get("fixed_tokens") or 0, row.get("newest_tokens") or 0
+    share = fixed / window if window else None
+    turn = (
+        f", and the newest turn's own words add {newest:,} tokens no compaction can remove"
+        if newest and window and fixed < (row.get("threshold") or 1.0) * window
+        else ""
+    )
     return (
         f"The prompt every turn carries (system prompt, harness overhead, reserve and task) is "
-        f"{_tokens(row.get('fixed_tokens'))} tokens{reported}: {_pct(share)} of the "
-        f"{_tokens(row.get('context_window'))}-token window, at or over the Emergency threshold "
-        f"({_pct(row.get('threshold'))}). No config avoids it: use a window of at least "
-        f"{_tokens(row.get('window_needed'))} tokens (where it stays under Warn)."
+        f"{_tokens(fixed)} tokens{reported}: {_pct(share)} of the {_tokens(window)}-token "
+        f"window{turn}, at or over the Emergency threshold ({_pct(row.get('threshold'))}). No "
+        f"config avoids it: use a window of at least {_tokens(row.get('window_needed'))} tokens "
+        "(where it stays under Warn)."
     )
 
 
@@ -118,6 +125,7 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
         "explanation": _SAY[cause](row) if cause in _SAY else None,
         "window_needed": row.get("window_needed") if cause == "fixed_prompt" else None,
         "fixed_tokens": row.get("fixed_tokens"),
+        "newest_tokens": row.get("newest_tokens"),
         "burst": burst,
         "error_code": row.get("error_code") if cause in ("summarizer_failed", "manual") else None,
         "estimator_factor": (

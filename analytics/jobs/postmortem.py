@@ -125,7 +125,10 @@ def lead_up(
     its tier was decided on: ``(tokens_before + reserve_tokens) / context_window``, the estimate
     (calibration included) before any compaction of that turn. An emergency whose turn is
     unknown gets the turns whose seq is below the compaction's."""
-    basis = pl.coalesce("tokens_before", "tokens") + pl.col("reserve_tokens").fill_null(0)
+    decided = pl.coalesce("tokens_before", "tokens") if "tokens_before" in turns.columns else None
+    basis = (pl.col("tokens") if decided is None else decided) + pl.col("reserve_tokens").fill_null(
+        0
+    )
     in_lead = (
         pl.when(pl.col("e_turn").is_null())
         .then(pl.col("seq") < pl.col("c_seq"))
@@ -163,7 +166,15 @@ def top_contributors(
 ) -> pl.DataFrame:
     """The ``k`` messages that added the most tokens in each emergency's lead-up (the top k
     are chosen on sizes first; tool names are looked up for those rows only)."""
-    first = lead.sort("seq").group_by("compaction_id").agg(pl.col("history_messages").first())
+    # the lead-up's messages start at its first turn before the emergency's own turn
+    own = emergencies.select("compaction_id", pl.col("turn").alias("e_turn"))
+    first = (
+        lead.join(own, on="compaction_id", how="left")
+        .filter(pl.col("e_turn").is_null() | (pl.col("turn") < pl.col("e_turn")))
+        .sort("seq")
+        .group_by("compaction_id")
+        .agg(pl.col("history_messages").first())
+    )
     spans = emergencies.select(
         "session_id", "compaction_id", pl.col("history_messages").alias("hi")
     ).join(first.rename({"history_messages": "lo"}), on="compaction_id", how="left")

@@ -20,10 +20,11 @@ from analytics.jobs.anchor_matching import (
     match_anchor_items,
     similarities,
 )
-from analytics.jobs.common import deleted_ids, is_effective
+from analytics.jobs.common import deleted_ids, is_effective, tier_name
 
 __all__ = [
     "CHANGED_SIMILARITY",
+    "DROP_REASON_COLUMNS",
     "ITEM_COLUMNS",
     "KEPT_SIMILARITY",
     "SILENT_DROP_COLUMNS",
@@ -49,6 +50,12 @@ ITEM_COLUMNS = (
 )
 """The columns of :func:`retention_items` (SPEC 5.3 ``retention --json`` items)."""
 SILENT_DROP_COLUMNS = ("session_id", "anchor_type", "item", "introduced_at", "dropped_at")
+DROP_REASON_COLUMNS = ("reason", "age", "dropped_turn", "dropped_tier", "introduced_turn")
+"""What ``silent_drops`` adds: why (``cap``: the summary held as many items of that type as
+before and took a new one in its place, the summariser's own cap at work; ``age``: the item
+had lasted ``AGE_COMPACTIONS`` compactions or more; ``unknown``), the item's age in
+compactions, and the compactions by turn and tier."""
+AGE_COMPACTIONS = 3
 
 
 def retention_detail(
@@ -122,10 +129,15 @@ def anchor_survival(detail: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def silent_drops(detail: pl.DataFrame) -> pl.DataFrame:
+def silent_drops(
+    detail: pl.DataFrame,
+    compactions: pl.DataFrame | None = None,
+    turns: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Dropped ``user_intent``/``key_decision`` items (from :func:`retention_detail`) that no item
     of the same session and anchor type at that or any later compaction resembles (similarity
-    >= 60): session_id, anchor_type, item, introduced_at, dropped_at (compaction ids)."""
+    >= 60): :data:`SILENT_DROP_COLUMNS` (compaction ids), then :data:`DROP_REASON_COLUMNS`
+    (turn and tier where ``compactions`` and ``turns`` are given)."""
     drops = (
         detail.filter((pl.col("status") == "dropped") & pl.col("anchor_type").is_in(WATCHED_TYPES))
         .select(
@@ -150,11 +162,119 @@ def silent_drops(detail: pl.DataFrame) -> pl.DataFrame:
     )
     pairs = pairs.with_columns(similarities(pairs["item_norm"], pairs["item_norm_later"]))
     replaced = pairs.filter(pl.col("similarity") >= CHANGED_SIMILARITY).select("drop").unique()
+    silent = drops.join(replaced, on="drop", how="anti").sort("drop")
+    reasons = _drop_reasons(detail, silent, compactions, turns)
     return (
-        drops.join(replaced, on="drop", how="anti")
-        .sort("drop")
-        .select(SILENT_DROP_COLUMNS)
+        silent.select(SILENT_DROP_COLUMNS)
         .cast(dict.fromkeys(SILENT_DROP_COLUMNS, pl.String))
+        .hstack(reasons)
+    )
+
+
+def _drop_reasons(
+    detail: pl.DataFrame,
+    silent: pl.DataFrame,
+    compactions: pl.DataFrame | None,
+    turns: pl.DataFrame | None,
+) -> pl.DataFrame:
+    """:data:`DROP_REASON_COLUMNS` for each row of ``silent``, in its order."""
+    present = detail.filter(pl.col("status") != "dropped")
+    index = (
+        present.select("session_id", "compaction_id", "compaction_seq")
+        .unique()
+        .sort("session_id", "compaction_seq")
+        .with_columns(ordinal=pl.int_range(pl.len()).over("session_id"))
+    )
+    counts = present.group_by("compaction_id", "anchor_type").agg(
+        n=pl.len(), added=(pl.col("status") == "added").sum()
+    )
+    ordinal = index.select("compaction_id", "ordinal")
+    at_drop = silent.join(
+        ordinal.rename({"compaction_id": "dropped_at"}), on="dropped_at", how="left"
+    ).join(
+        ordinal.rename({"compaction_id": "introduced_at", "ordinal": "born"}),
+        on="introduced_at",
+        how="left",
+    )
+    before = index.select(
+        "session_id",
+        (pl.col("ordinal") + 1).alias("ordinal"),
+        pl.col("compaction_id").alias("prev"),
+    )
+    at_drop = (
+        at_drop.join(before, on=["session_id", "ordinal"], how="left")
+        .join(
+            counts.rename({"compaction_id": "dropped_at"}),
+            on=["dropped_at", "anchor_type"],
+            how="left",
+        )
+        .join(
+            counts.select(pl.col("compaction_id").alias("prev"), "anchor_type", n_prev="n"),
+            on=["prev", "anchor_type"],
+            how="left",
+        )
+        .sort("drop")
+    )
+    age = (pl.col("ordinal") - pl.col("born")).cast(pl.Int64)
+    capped = (pl.col("added").fill_null(0) > 0) & (
+        pl.col("n").fill_null(0) >= pl.col("n_prev").fill_null(0)
+    )
+    out = at_drop.select(
+        pl.when(capped)
+        .then(pl.lit("cap"))
+        .when(age >= AGE_COMPACTIONS)
+        .then(pl.lit("age"))
+        .otherwise(pl.lit("unknown"))
+        .alias("reason"),
+        age.alias("age"),
+        "dropped_at",
+        "introduced_at",
+    )
+    where = _compaction_turns(compactions, turns)
+    out = out.join(
+        where.rename(
+            {"compaction_id": "dropped_at", "turn": "dropped_turn", "tier": "dropped_tier"}
+        ),
+        on="dropped_at",
+        how="left",
+        maintain_order="left",
+    ).join(
+        where.select(pl.col("compaction_id").alias("introduced_at"), introduced_turn="turn"),
+        on="introduced_at",
+        how="left",
+        maintain_order="left",
+    )
+    return out.select(
+        "reason",
+        "age",
+        pl.col("dropped_turn").cast(pl.Int64),
+        pl.col("dropped_tier").cast(pl.String),
+        pl.col("introduced_turn").cast(pl.Int64),
+    )
+
+
+def _compaction_turns(compactions: pl.DataFrame | None, turns: pl.DataFrame | None) -> pl.DataFrame:
+    """compaction_id, turn (the first turn its session prepared after it), tier name."""
+    schema = {"compaction_id": pl.String, "turn": pl.Int64, "tier": pl.String}
+    if compactions is None or compactions.is_empty():
+        return pl.DataFrame(schema=schema)
+    records = compactions.select(
+        pl.col("id").cast(pl.String).alias("compaction_id"),
+        pl.col("session_id").cast(pl.String),
+        pl.col("seq").cast(pl.Int64).alias("c_seq"),
+        tier_name("tier").alias("tier"),
+    )
+    if turns is None or turns.is_empty():
+        return records.select("compaction_id", pl.lit(None, pl.Int64).alias("turn"), "tier")
+    after = (
+        records.join(turns.select("session_id", "seq", "turn"), on="session_id")
+        .filter(pl.col("seq") > pl.col("c_seq"))
+        .sort("seq")
+        .group_by("compaction_id")
+        .agg(pl.col("turn").first())
+    )
+    return records.join(after, on="compaction_id", how="left").select(
+        "compaction_id", "turn", "tier"
     )
 
 

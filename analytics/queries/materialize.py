@@ -69,7 +69,8 @@ def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 def _retention(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     detail = retention_detail(inputs["anchor_items"], inputs["compactions"], inputs["sessions"])
-    return {"job_retention_detail": detail, "job_silent_drops": silent_drops(detail)}
+    drops = silent_drops(detail, inputs["compactions"], inputs["turns"])
+    return {"job_retention_detail": detail, "job_silent_drops": drops}
 
 
 def _postmortem(inputs: JobInputs) -> dict[str, pl.DataFrame]:
@@ -109,9 +110,9 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",)),
-    # retention 3: a dropped row's similarity is null (it was the item's match at k)
-    Job("retention", 3, _retention, ("job_retention_detail", "job_silent_drops")),
-    Job("postmortem", 3, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
+    # retention 4: merges into exact copies match as into near ones; silent drops say why
+    Job("retention", 4, _retention, ("job_retention_detail", "job_silent_drops")),
+    Job("postmortem", 4, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
     Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
     Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
 )

@@ -1,8 +1,9 @@
 """Emergency post-mortems over hand-built frames whose answers are written out as literals.
 
 Session s1 (window 1000, reserve 100): four turns, then an effective Emergency at seq 8, whose
-turn (5) is prepared at seq 9 with 9 history messages; a later no-op Emergency and a Full.
-Session s2 (window 2000): an Emergency at its very first turn, losses only in its views.
+turn (5) is prepared at seq 9 with 9 history messages, decided on 1000 tokens before it
+compacted; a later no-op Emergency and a Full. Session s2 (window 2000): an Emergency at its very
+first turn (decided on 2000 tokens), losses only in its views.
 Session s3 is deleted. Tokens of a message are bytes // 4.
 """
 
@@ -24,18 +25,18 @@ def _calls(*pairs: tuple[str, str]) -> str:
 
 def _turns() -> pl.DataFrame:
     rows = [
-        # session, seq, turn, tokens, history_messages, window, reserve
-        ("s1", 1, 1, 100, 1, 1000, 100),
-        ("s1", 3, 2, 200, 3, 1000, 100),
-        ("s1", 5, 3, 400, 5, 1000, 100),
-        ("s1", 7, 4, 500, 7, 1000, 100),
-        ("s1", 9, 5, 250, 9, 1000, 100),
-        ("s1", 11, 6, 300, 11, 1000, 100),
-        ("s2", 3, 1, 500, 1, 2000, 0),
-        ("s3", 3, 1, 500, 1, 2000, 0),
+        # session, seq, turn, tokens, history_messages, window, reserve, tokens_before
+        ("s1", 1, 1, 100, 1, 1000, 100, 100),
+        ("s1", 3, 2, 200, 3, 1000, 100, 200),
+        ("s1", 5, 3, 400, 5, 1000, 100, 400),
+        ("s1", 7, 4, 500, 7, 1000, 100, 500),
+        ("s1", 9, 5, 250, 9, 1000, 100, 1000),
+        ("s1", 11, 6, 300, 11, 1000, 100, 300),
+        ("s2", 3, 1, 500, 1, 2000, 0, 2000),
+        ("s3", 3, 1, 500, 1, 2000, 0, 2000),
     ]
     names = ["session_id", "seq", "turn", "tokens", "history_messages", "context_window"]
-    return pl.DataFrame(rows, schema=[*names, "reserve_tokens"], orient="row")
+    return pl.DataFrame(rows, schema=[*names, "reserve_tokens", "tokens_before"], orient="row")
 
 
 def _compactions() -> pl.DataFrame:
@@ -133,25 +134,27 @@ def test_the_emergency_turn_is_the_turn_prepared_after_the_compaction() -> None:
     assert found["e2"]["turn"] == 1
 
 
-def test_lead_up_is_the_ratio_with_reserve_of_every_turn_before_the_emergency() -> None:
+def test_lead_up_is_the_decided_ratio_of_every_turn_ending_on_the_emergency_turn() -> None:
     assert _run()["e1"]["lead_up"] == [
         {"turn": 1, "ratio": 0.2},
         {"turn": 2, "ratio": 0.3},
         {"turn": 3, "ratio": 0.5},
         {"turn": 4, "ratio": 0.6},
+        {"turn": 5, "ratio": 1.1},  # (1000 + 100) / 1000: the estimate Emergency fired on
     ]
 
 
-def test_lead_up_keeps_the_last_n_turns() -> None:
+def test_lead_up_keeps_the_last_n_turns_and_the_emergency_turn() -> None:
     assert _run(lead_up_turns=2)["e1"]["lead_up"] == [
         {"turn": 3, "ratio": 0.5},
         {"turn": 4, "ratio": 0.6},
+        {"turn": 5, "ratio": 1.1},
     ]
 
 
-def test_an_emergency_at_the_first_turn_has_an_empty_lead_up() -> None:
+def test_an_emergency_at_the_first_turn_has_only_its_own_turn_as_lead_up() -> None:
     found = _run()["e2"]
-    assert found["lead_up"] == []
+    assert found["lead_up"] == [{"turn": 1, "ratio": 1.0}]
     assert found["top_contributors"] == [
         {"history_index": 0, "role": "user", "tool_name": None, "tokens": 1000}
     ]

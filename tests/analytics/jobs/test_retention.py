@@ -64,8 +64,52 @@ def test_a_key_decision_dropped_and_never_replaced_is_a_silent_drop() -> None:
             "item": "Never retry failed writes",
             "introduced_at": "c1",
             "dropped_at": "c2",
+            # c2 held fewer decisions than c1 and took no new one: not the cap; one compaction old
+            "reason": "unknown",
+            "age": 1,
+            "dropped_turn": None,
+            "dropped_tier": None,
+            "introduced_turn": None,
         }
     ]
+
+
+def test_a_drop_to_make_room_for_a_new_item_is_the_summarisers_cap() -> None:
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 10, "key_decision", 0, "Use Redis for the session cache"),
+                ("s1", "c1", 10, "key_decision", 1, "Never retry failed writes"),
+                ("s1", "c2", 20, "key_decision", 0, "Use Redis for the session cache"),
+                ("s1", "c2", 20, "key_decision", 1, "Add a TTL of 60 seconds"),
+            ]
+        )
+    )
+    (drop,) = silent_drops(detail).to_dicts()
+    assert (drop["item"], drop["reason"], drop["age"]) == ("Never retry failed writes", "cap", 1)
+
+
+def test_an_old_item_dropped_says_its_age_and_names_the_compactions_by_turn_and_tier() -> None:
+    rows: list[Row] = []
+    for k in range(1, 5):  # the TTL decision lasts c1..c3 and vanishes at c4
+        rows.append(("s1", f"c{k}", 10 * k, "key_decision", 0, "Use Redis for the session cache"))
+        if k < 4:
+            rows.append(("s1", f"c{k}", 10 * k, "key_decision", 1, "Add a TTL of 60 seconds"))
+    compactions = pl.DataFrame(
+        {
+            "id": ["c1", "c2", "c3", "c4"],
+            "session_id": ["s1"] * 4,
+            "seq": [10, 20, 30, 40],
+            "tier": [2, 3, 2, 3],
+            "effective": [True] * 4,
+        }
+    )
+    turns = pl.DataFrame({"session_id": ["s1"] * 4, "seq": [11, 21, 31, 41], "turn": [3, 6, 9, 12]})
+    detail = retention_detail(frame(rows), compactions)
+    (drop,) = silent_drops(detail, compactions, turns).to_dicts()
+    assert drop["item"] == "Add a TTL of 60 seconds"
+    assert (drop["reason"], drop["age"]) == ("age", 3)
+    assert (drop["dropped_turn"], drop["dropped_tier"], drop["introduced_turn"]) == (12, "FULL", 3)
 
 
 def test_items_carry_their_status_at_each_compaction() -> None:
@@ -257,11 +301,8 @@ def test_empty_input_gives_empty_outputs_with_their_columns() -> None:
     detail = retention_detail(empty)
     assert retention_items(empty).shape == (0, 7)
     assert silent_drops(detail).columns == [
-        "session_id",
-        "anchor_type",
-        "item",
-        "introduced_at",
-        "dropped_at",
+        *("session_id", "anchor_type", "item", "introduced_at", "dropped_at"),
+        *("reason", "age", "dropped_turn", "dropped_tier", "introduced_turn"),
     ]
     assert anchor_survival(detail).height == 0
     assert intent_drift(detail).columns == [
@@ -407,3 +448,28 @@ def test_pairs_of_texts_keep_distinct_codes_past_four_byte_products() -> None:
     b = np.array([n - 1, 0, 46_340], dtype=np.int32)
     codes = pair_codes(a, b, n)
     assert codes.tolist() == [(n - 1) * n + n - 1, (n - 2) * n, 46_341 * n + 46_340]
+
+
+@pytest.mark.parametrize(
+    "merged_into",
+    ["Use SQLite for the cache", "Use SQLite for the caches"],
+    ids=["exact copy", "near copy"],
+)
+def test_an_item_merged_into_another_survives_alike_into_an_exact_or_a_near_copy(
+    merged_into: str,
+) -> None:
+    """Two decisions of c1 merged into one at c2: whether c2's text equals one of them
+    exactly or only nearly, both of c1's items have a match at c2 (none is dropped)."""
+    detail = retention_detail(
+        frame(
+            [
+                ("s1", "c1", 10, "key_decision", 0, "Use SQLite for the cache"),
+                ("s1", "c1", 10, "key_decision", 1, "Use SQLite for the cache layer"),
+                ("s1", "c2", 20, "key_decision", 0, merged_into),
+            ]
+        )
+    )
+    assert detail.filter(pl.col("status") == "dropped").is_empty()
+    survival = anchor_survival(detail).row(0, named=True)
+    assert survival["anchor_type"] == "key_decision"
+    assert survival["survival_next"] == 1.0
