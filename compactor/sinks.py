@@ -137,6 +137,7 @@ class SpoolSink:
         self._scanned: dict[str, int] | None = None
         self._failing = False
         self._since_failure = 0
+        self._index_warned = False
         _OPEN_SPOOLS.add(self)
 
     @property
@@ -181,7 +182,8 @@ class SpoolSink:
         with self._lock:
             if not self._buffer:
                 return
-            if self._unindexed and self.index.record(self._unindexed):
+            indexed = not self._unindexed or self.index.record(self._unindexed)
+            if indexed:
                 self._unindexed.clear()
             before = self.written
             try:
@@ -192,11 +194,17 @@ class SpoolSink:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                self._failed(exc, self.written - before)
+                self._failed(exc, self.written - before, indexed)
                 return
             if self._failing:
                 log.info("spool writes to %s work again", self.spool_dir)
             self._failing = False
+            if not indexed and not self._index_warned:  # the spool works, its index does not
+                self._index_warned = True
+                log.warning(
+                    "%s; sessions resumed from this spool scan it instead (logged once)",
+                    self.index.last_error,
+                )
 
     def _write_chunks(self, fd: int) -> None:
         """Write the buffer in chunks of about ``_CHUNK_BYTES``; each lands whole or not at all
@@ -214,7 +222,7 @@ class SpoolSink:
         if self.fsync:
             os.fsync(fd)
 
-    def _failed(self, exc: OSError, landed: int) -> None:
+    def _failed(self, exc: OSError, landed: int, indexed: bool) -> None:
         self.errors += 1
         self._since_failure = 0
         self.last_error = (
@@ -224,6 +232,8 @@ class SpoolSink:
         )
         if landed:
             self.last_error += f" ({landed} events were written before the failure)"
+        if not indexed:
+            self.last_error += f"; {self.index.last_error}"
         if not self._failing:
             self._failing = True
             log.warning("%s; further failures are counted until a write succeeds", self.last_error)
