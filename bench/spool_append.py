@@ -193,6 +193,17 @@ def bench_resume(root: Path, megabytes: int = 200) -> None:
     )
 
 
+class _Collect(logging.Handler):
+    """Keeps the records it is given."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def bench_failing_disk(root: Path, emits: int = 12_000) -> None:
     """Emits to a spool whose every write fails (its folder cannot be created)."""
     blocker = root / "not-a-folder"
@@ -203,9 +214,8 @@ def bench_failing_disk(root: Path, emits: int = 12_000) -> None:
         factory.make(message_appended(i, Message(role="user", content="x" * 300), "full"))
         for i in range(emits)
     ]
-    warnings: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = warnings.append  # type: ignore[method-assign]
+    handler = _Collect(logging.WARNING)
+    warnings = handler.records
     logging.getLogger("compactor.sinks").addHandler(handler)
     try:
         t0 = time.perf_counter_ns()
