@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,11 +155,28 @@ def ui(
 
 
 class _StopSignalError(Exception):
-    """SIGTERM or SIGHUP arrived: stop the app as Ctrl-C does."""
+    """SIGTERM, SIGHUP or SIGINT arrived: stop the app as Ctrl-C does."""
 
 
-def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
-    raise _StopSignalError(signal.Signals(signum).name)
+class _Stopper:
+    """The handler of the stop signals: while the server is being started (its process not yet
+    in hand) a signal is held, and raised as soon as ``arm`` is called; then at once."""
+
+    def __init__(self) -> None:
+        self.held: str | None = None
+        self.armed = False
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if not self.armed:
+            self.held = self.held or name
+            return
+        raise _StopSignalError(name)
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.held:
+            raise _StopSignalError(self.held)
 
 
 def _warn_if_exposed(host: str, port: int, root: Path, allowed: list[Path]) -> None:
@@ -171,6 +189,9 @@ def _warn_if_exposed(host: str, port: int, root: Path, allowed: list[Path]) -> N
         f"can start tuning runs over transcripts under {folders}. Bind 127.0.0.1 and use an SSH "
         "tunnel, or put an authenticating proxy in front."
     )
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 def _serve(
@@ -186,31 +207,37 @@ def _serve(
     port = port or free_port(host)
     allowed = [p.resolve() for p in allow_paths]
     _warn_if_exposed(host, port, root, allowed)
-    handlers = {s: signal.signal(s, _stop_on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    stopper = _Stopper()
+    handlers = {s: signal.signal(s, stopper) for s in STOP_SIGNALS}
     process = serve_app(root, host=host, port=port, open_browser=open_browser, allow_paths=allowed)
-    urls = app_urls(host, port)
     try:
-        wait_until_ready(urls[0], 90.0, process=process)
-        more = "".join(f"  {u}" for u in urls[1:])
-        console.print(f"compactlens app: {urls[0]}{more}  (Ctrl-C stops it)", soft_wrap=True)
-        console.file.flush()  # the URL must reach a pipe now, not when the app stops
-        while process.poll() is None:
-            # a timed sleep, not a blocking wait: a Ctrl-C that another thread (DuckDB's,
-            # Polars') received is only acted on when the main thread wakes up
-            time.sleep(0.25)
+        stopper.arm()  # a signal that came while the server was starting is raised here
+        _run_until_stopped(process, app_urls(host, port))
     except (TimeoutError, RuntimeError) as exc:
         print_error(f"the app did not start: {exc}")
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        pass
     except _StopSignalError as exc:
-        print_note(f"{exc}: stopping the app")
+        if exc.args[0] != "SIGINT":
+            print_note(f"{exc}: stopping the app")
     finally:
-        for signum in handlers:  # a second signal must not cut the stop short
-            signal.signal(signum, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stop short
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: SIGKILL
         stop_app(process)
         for signum, previous in handlers.items():
             signal.signal(signum, previous)
+
+
+def _run_until_stopped(process: subprocess.Popen[bytes], urls: list[str]) -> None:
+    """Print the URLs once the app answers, then wait until it exits (or a signal arrives)."""
+    wait_until_ready(urls[0], 90.0, process=process)
+    more = "".join(f"  {u}" for u in urls[1:])
+    console.print(f"compactlens app: {urls[0]}{more}  (Ctrl-C stops it)", soft_wrap=True)
+    console.file.flush()  # the URL must reach a pipe now, not when the app stops
+    while process.poll() is None:
+        # a timed sleep, not a blocking wait: a Ctrl-C that another thread (DuckDB's,
+        # Polars') received is only acted on when the main thread wakes up
+        time.sleep(0.25)
 
 
 def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> None:
