@@ -9,11 +9,11 @@ The causes, tried in this order (the first that holds is the cause):
   the Emergency threshold: the system prompt, the harness's hidden overhead (learned by the
   calibrated estimator) and the reserve, plus the task (``fixed_tokens``: the larger of the
   estimate of that, system and task bytes through the estimator the emergency was decided with,
-  and the first prompt the provider reported for the session, plus the reserve), together with
+  and the smallest prompt the provider reported up to it, plus the reserve), together with
   what no compaction can take out of the newest turn (``newest_tokens``: the messages added
-  since the previous turn that are not tool results: a tool result can go to a file, the model's
-  own reply and the user's words cannot). ``window_needed`` is the smallest window at which
-  those stay under Warn.
+  since the previous turn that are not tool results or the task: a tool result can go to a
+  file, the model's own reply and the user's words cannot). ``window_needed`` is the smallest
+  window at which those stay under Warn.
 - ``summarizer_failed``: the summariser failed on the way (an error code ``summarizer_failed:*``,
   ``summary_empty`` or ``summary_not_smaller`` on the record) and the fallback escalated.
 - ``undercount``: the calibrated estimator moved up at the last usage report by more than
@@ -21,9 +21,9 @@ The causes, tried in this order (the first that holds is the cause):
   token on the previous prompt), and under the factor before, the emergency's turn would have
   stayed below the Emergency threshold: the context had been larger than the estimate said.
 - ``burst``: one message added since the previous turn (``burst_index``, its role, tool and
-  tokens) holds at least ``BURST_SHARE`` of the window, or the previous turn was below Full (no
-  compaction could have run) and without that message the turn would have stayed below
-  Emergency.
+  tokens) holds at least ``BURST_SHARE`` of the window, or at least ``PUSH_SHARE`` while the
+  previous turn was below Full (no compaction could have run) and without that message the
+  turn would have stayed below Emergency.
 - ``growth``: none of the above: the context grew turn by turn and the Soft/Full compactions
   before it (``growth_compactions``: their tier and ratios before and after) did not bring it
   down far enough.
@@ -42,6 +42,7 @@ from analytics.jobs.tools import tool_names
 
 CAUSES = ("manual", "fixed_prompt", "summarizer_failed", "undercount", "burst", "growth")
 BURST_SHARE = 0.25
+PUSH_SHARE = 0.10
 UNDERCOUNT_FACTOR = 1.25
 SOFT_TIER, FULL_TIER = 2, 3
 SUMMARY_FAILURES = ("summarizer_failed", "summary_empty", "summary_not_smaller")
@@ -55,7 +56,7 @@ CAUSE_SCHEMA: dict[str, pl.DataType] = {
     "fixed_tokens": pl.Int64(),
     "newest_tokens": pl.Int64(),
     "window_needed": pl.Int64(),
-    "first_prompt_tokens": pl.Int64(),
+    "smallest_prompt_tokens": pl.Int64(),
     "error_code": pl.String(),
     "factor_before": pl.Float64(),
     "factor_after": pl.Float64(),
@@ -110,6 +111,7 @@ _MESSAGE_SCHEMA = {
 _USAGE_SCHEMA = {
     "session_id": pl.String(),
     "seq": pl.Int64(),
+    "turn": pl.Int64(),
     "input_tokens": pl.Int64(),
     "estimated_input_tokens": pl.Int64(),
     "raw_estimated_tokens": pl.Int64(),
@@ -142,8 +144,10 @@ def emergency_causes(
     if emergencies.is_empty():
         return pl.DataFrame(schema=CAUSE_SCHEMA)
     compactions = conform(compactions, _RECORD_SCHEMA)
-    base = _base(emergencies, compactions, turns, sessions)
-    base = base.join(_fixed(base, messages, usage), on="compaction_id", how="left")
+    base = _base(emergencies, compactions, turns, sessions).join(
+        _tasks(messages), on="session_id", how="left"
+    )
+    base = base.join(_fixed(base, usage), on="compaction_id", how="left")
     base = base.join(_undercount(base, usage), on="compaction_id", how="left")
     base = base.join(_burst(base, messages), on="compaction_id", how="left")
     base = base.join(_growth(base, compactions), on="compaction_id", how="left")
@@ -156,7 +160,8 @@ def emergency_causes(
     )
     burst_share = pl.col("burst_tokens") / window
     burst = (burst_share >= BURST_SHARE) | (
-        (pl.col("prev_ratio").fill_null(0.0) < pl.col("full"))
+        (burst_share >= PUSH_SHARE)
+        & (pl.col("prev_ratio").fill_null(0.0) < pl.col("full"))
         & (pl.col("ratio") - burst_share < pl.col("emergency"))
     )
     cause = (
@@ -233,37 +238,50 @@ def _base(
     )
 
 
-def _fixed(base: pl.DataFrame, messages: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
-    """compaction_id, fixed_tokens, first_prompt_tokens: what every prompt carries."""
-    task = (
+def _tasks(messages: pl.DataFrame) -> pl.DataFrame:
+    """session_id, task_idx, task_bytes: the first user message that is not a tool result."""
+    return (
         conform(messages, _MESSAGE_SCHEMA)
         .filter((pl.col("role") == "user") & pl.col("tool_call_id").is_null())
         .sort("idx")
         .group_by("session_id")
-        .agg(pl.col("bytes").first().cast(pl.Int64).alias("task_bytes"))
-    )
-    out = base.join(task, on="session_id", how="left")
-    if usage is not None and not usage.is_empty():
-        first = (
-            conform(usage, _USAGE_SCHEMA)
-            .filter(pl.col("input_tokens").is_not_null())
-            .sort("seq")
-            .group_by("session_id")
-            .agg(pl.col("input_tokens").first().alias("first_prompt_tokens"))
+        .agg(
+            pl.col("idx").first().alias("task_idx"),
+            pl.col("bytes").first().cast(pl.Int64).alias("task_bytes"),
         )
-        out = out.join(first, on="session_id", how="left")
+    )
+
+
+def _fixed(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
+    """compaction_id, fixed_tokens, smallest_prompt_tokens: what every prompt carries. Every
+    prompt holds the fixed part, so the smallest prompt the provider reported up to the
+    emergency's turn (a usage event's ``turn`` is the history length it was sent with) bounds
+    it from above: a prompt that shrank later (a harness that drops its repo map) counts."""
+    out = base
+    if usage is not None and not usage.is_empty():
+        smallest = (
+            base.select("compaction_id", "session_id", "em_history")
+            .join(
+                conform(usage, _USAGE_SCHEMA).filter(pl.col("input_tokens").is_not_null()),
+                on="session_id",
+            )
+            .filter(pl.col("turn") <= pl.col("em_history"))
+            .group_by("compaction_id")
+            .agg(pl.col("input_tokens").min().alias("smallest_prompt_tokens"))
+        )
+        out = out.join(smallest, on="compaction_id", how="left")
     else:
-        out = out.with_columns(pl.lit(None, pl.Int64).alias("first_prompt_tokens"))
+        out = out.with_columns(pl.lit(None, pl.Int64).alias("smallest_prompt_tokens"))
     raw = (pl.col("system_bytes").fill_null(0) + pl.col("task_bytes").fill_null(0)) // (
         BYTES_PER_TOKEN
     )
     estimated = (raw * pl.col("slope") + pl.col("overhead")).floor().cast(pl.Int64)
     return out.select(
         "compaction_id",
-        (pl.max_horizontal(estimated, pl.col("first_prompt_tokens")) + pl.col("reserve"))
+        (pl.max_horizontal(estimated, pl.col("smallest_prompt_tokens")) + pl.col("reserve"))
         .cast(pl.Int64)
         .alias("fixed_tokens"),
-        "first_prompt_tokens",
+        "smallest_prompt_tokens",
     )
 
 
@@ -316,6 +334,7 @@ def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         pl.col("prev_history").fill_null(0).alias("lo"),
         pl.col("em_history").alias("hi"),
         "slope",
+        "task_idx",
     )
     added = (
         spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
@@ -328,7 +347,10 @@ def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         )
     )
     newest = added.group_by("compaction_id").agg(
-        pl.col("tokens").filter(pl.col("tool_call_id").is_null()).sum().alias("newest_tokens")
+        pl.col("tokens")
+        .filter(pl.col("tool_call_id").is_null() & pl.col("idx").ne_missing(pl.col("task_idx")))
+        .sum()
+        .alias("newest_tokens")
     )
     largest = (
         added.sort(["compaction_id", "bytes", "idx"], descending=[False, True, False])

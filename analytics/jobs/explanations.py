@@ -30,8 +30,8 @@ def _manual(row: Mapping[str, Any]) -> str:
 
 
 def _fixed(row: Mapping[str, Any]) -> str:
-    first = row.get("first_prompt_tokens")
-    reported = f"; the provider reported {first:,} tokens for the first prompt" if first else ""
+    least = row.get("smallest_prompt_tokens")
+    reported = f"; the provider counted no prompt of it under {least:,} tokens" if least else ""
     window = row.get("context_window")
     fixed, newest = row.get("fixed_tokens") or 0, row.get("newest_tokens") or 0
     share = fixed / window if window else None
@@ -125,6 +125,7 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
         "explanation": _SAY[cause](row) if cause in _SAY else None,
         "window_needed": row.get("window_needed") if cause == "fixed_prompt" else None,
         "fixed_tokens": row.get("fixed_tokens"),
+        "smallest_prompt_tokens": row.get("smallest_prompt_tokens"),
         "newest_tokens": row.get("newest_tokens"),
         "burst": burst,
         "error_code": row.get("error_code") if cause in ("summarizer_failed", "manual") else None,
@@ -137,3 +138,17 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
         "ratio": row.get("ratio"),
         "threshold": row.get("threshold"),
     }
+
+
+def reconcile(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` (a post-mortem with its counterfactuals merged), its explanation made to agree
+    with them: a fixed prompt is replayed as a baseline only, and should a change ever be
+    verified to avoid one, the words say so instead of "no config avoids it"."""
+    if item.get("cause") == "fixed_prompt" and item.get("smallest_change_verified"):
+        item["explanation"] = (
+            f"The prompt every turn carries was estimated at {_tokens(item.get('fixed_tokens'))} "
+            f"tokens, over the Emergency threshold, yet at turn {item['turn']} the change "
+            f"{item.get('smallest_change_detail') or item.get('smallest_change')} avoids this "
+            "emergency (verified by replaying the whole session)."
+        )
+    return item

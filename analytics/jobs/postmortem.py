@@ -34,7 +34,7 @@ import polars as pl
 
 from analytics.jobs.causes import emergency_causes
 from analytics.jobs.common import BYTES_PER_TOKEN, is_effective
-from analytics.jobs.explanations import cause_keys
+from analytics.jobs.explanations import cause_keys, reconcile
 from analytics.jobs.tools import tool_names
 from compactor import CompactionTier
 
@@ -269,7 +269,7 @@ def postmortem_dicts(
             item["counterfactual_status"] = (
                 f"unavailable: {unavailable}" if unavailable else "computed"
             )
-        out.append(item)
+        out.append(reconcile(item))
     return out
 
 

@@ -142,12 +142,12 @@ def _one_counterfactual(
             system=system,
             estimator=None if usage else estimator,
             usage=usage,
-            search=emergency.get("cause") != "fixed_prompt",
+            search="baseline" if emergency.get("cause") == "fixed_prompt" else "full",
         )
     except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
         return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}
     return report.as_dict()
 
 
-COUNTERFACTUAL_JOB = Job("counterfactuals", 4, _counterfactual_rows, ("job_counterfactuals",))
+COUNTERFACTUAL_JOB = Job("counterfactuals", 5, _counterfactual_rows, ("job_counterfactuals",))
 """Replays each emergency's lead-up under single config changes (run by ``postmortem``)."""

@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -53,6 +53,7 @@ from compactor import (
     ToolCall,
 )
 
+Search = Literal["full", "singles", "baseline"]
 MAX_REPLAYS = 24
 """Replays per emergency at most, the baseline and the verification included."""
 _SESSION_ID = "counterfactual"
@@ -99,6 +100,7 @@ class CounterfactualReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     verified: bool | None = None
     replays: int = 1
+    search: Search = "full"
 
     @property
     def reproduced(self) -> bool:
@@ -142,6 +144,7 @@ class CounterfactualReport:
             },
             "skipped": [{"change": name, "reason": why} for name, why in self.skipped],
             "replays": self.replays,
+            "search": self.search,
         }
 
 
@@ -251,7 +254,7 @@ def counterfactuals(
     summarizer: Summarizer | None = None,
     estimator: TokenEstimator | None = None,
     usage: Sequence[TurnUsage] = (),
-    search: bool = True,
+    search: Search = "full",
     max_replays: int = MAX_REPLAYS,
 ) -> CounterfactualReport:
     """The baseline and the changes of ``config`` over the prefix, then the verification.
@@ -259,7 +262,8 @@ def counterfactuals(
     ``history``: the session's messages without the system prompt (``system`` apart), indexed
     like the store's ``messages.idx``; ``emergency_index``: the ``history_messages`` of the
     emergency's turn (how many history messages the session held when it prepared that turn).
-    ``search=False`` replays the single changes only (an emergency no config can avoid).
+    ``search``: ``"full"`` (singles, then steps and pairs until one avoids it), ``"singles"``,
+    or ``"baseline"`` (an emergency no config can avoid: only whether it reproduces).
     """
     if not 0 <= emergency_index <= len(history):
         raise CounterfactualError(
@@ -272,8 +276,9 @@ def counterfactuals(
     changes, skipped = catalogue(config)
     baseline = _run(setting, Change("baseline", "the session's config", config), emergency_index)
     report = CounterfactualReport(spec, baseline, skipped=skipped)
-    for change in changes:
-        if change.kind != "single" and (not search or not report.reproduced):
+    report.search = search
+    for change in changes if search != "baseline" else []:
+        if change.kind != "single" and (search == "singles" or not report.reproduced):
             break
         if not report.reproduced:
             report.trials.append(Trial(change, None, None))
