@@ -15,7 +15,7 @@ from analytics.errors import (
     StoreUnwritableError,
     StoreVersionError,
 )
-from analytics.store.batch import EventBatch, QuarantinedLine
+from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.diagnosis import storage_version
 from analytics.store.eventstore import EventStore
 from analytics.store.files import claim_parent
@@ -30,6 +30,7 @@ __all__ = [
     "EventBatch",
     "EventStore",
     "QuarantinedLine",
+    "SpoolPosition",
     "StoreCorruptError",
     "StoreError",
     "StoreIncompleteError",

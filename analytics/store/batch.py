@@ -1,4 +1,5 @@
-"""What one commit hands the store: validated events column by column, and quarantined lines.
+"""What one commit hands the store: validated events column by column, quarantined lines, and
+how far each spool file has been read.
 
 Plain containers, cheap to append to and cheap to hand to Arrow; no validation happens here (the
 projector validates) and nothing here touches the database (``store`` does).
@@ -28,6 +29,7 @@ class EventBatch:
     line: list[int] = field(default_factory=list)
     sealed: pa.Table | None = field(default=None, repr=False)
     """``to_arrow()`` made ahead by ``seal`` (the projector's parse thread), while it is current."""
+    _kinds: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __len__(self) -> int:
         return len(self.event_id)
@@ -42,6 +44,13 @@ class EventBatch:
     def seal(self) -> None:
         """Build the Arrow table now (off the committing thread)."""
         self.sealed = self.to_arrow()
+        self._kinds = frozenset(self.type)
+
+    def kinds(self) -> frozenset[str]:
+        """The event types in the batch (the store projects only what they need)."""
+        if self.sealed is not None and self.sealed.num_rows == len(self):
+            return self._kinds
+        return frozenset(self.type)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,23 @@ class QuarantinedLine:
     line: int
     reason: str
     raw: str
+    """The line as text, cut at 64 KiB."""
+    byte_offset: int | None = None
+    """Where the line starts in its file; with ``raw_sha256`` and ``source`` its key."""
+    raw_sha256: str | None = None
+    """sha256 of the whole line's bytes."""
+
+
+@dataclass(frozen=True)
+class SpoolPosition:
+    """How far one spool file has been read, and a fingerprint of where: its inode and a hash
+    of the bytes just before ``byte_offset``, so that a file truncated and rewritten past the
+    offset is read again from the start instead of from inside new content."""
+
+    byte_offset: int
+    lines: int
+    inode: int | None = None
+    tail_sha256: str | None = None
 
 
 _INCOMING_SCHEMA = pa.schema(

@@ -1,9 +1,10 @@
 """Writing to the store: one batch of events, its quarantined lines and offsets per transaction.
 
-A batch's new events, the lines quarantined while reading it and the spool offsets after it are
-committed in ONE transaction, and the projections are applied to that batch inside it, so a
-crash loses nothing and duplicates nothing. ``reproject`` recomputes every projection from the
-events table. The functions take an open connection; errors are the caller's to diagnose.
+A batch's new events, the lines quarantined while reading it (a line stored before, by source,
+byte offset and hash, is not stored again) and the spool positions after it are committed in
+ONE transaction, and the projections are applied to that batch inside it, so a crash loses
+nothing and duplicates nothing. ``reproject`` recomputes every projection from the events table.
+The functions take an open connection; errors are the caller's to diagnose.
 """
 
 from __future__ import annotations
@@ -11,75 +12,90 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
-from analytics.store.batch import EventBatch, QuarantinedLine
+from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.sql import (
+    EVENT_SOURCES,
     PROJECT_SQL,
     PROJECTION_DDL,
     PROJECTIONS,
     STAGE_CAREFUL,
     STAGE_OPTIMISTIC,
+    project_sql,
 )
 
-Offsets = dict[str, tuple[int, int]]
-"""Spool file name -> (byte offset, complete lines) read so far."""
+Positions = dict[str, SpoolPosition]
+"""Spool file name (as stored) -> how far it has been read, with the fingerprint there."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What one commit added."""
+
+    events: int
+    """Events new to the store."""
+    quarantined: int
+    """Quarantined lines not stored before."""
 
 
 def commit(
     con: duckdb.DuckDBPyConnection,
     events: EventBatch,
     quarantined: Sequence[QuarantinedLine],
-    offsets: Offsets,
-) -> int:
+    positions: Positions,
+) -> Committed:
     """Insert new events (an event_id already stored, or repeated within the batch, is
-    skipped), quarantine lines, advance offsets and project, all in one transaction.
-    Returns how many events were new."""
+    skipped), quarantine new lines, advance positions and project, all in one transaction."""
     incoming = events.to_arrow()
+    kinds = events.kinds()
     # Optimistic first: a batch of distinct ids usually has none stored yet, so a plain
     # INSERT (the primary key still guards) suffices. A stored id aborts that try; the
     # careful path then runs instead.
     optimistic = len(set(events.event_id)) == len(events)
     try:
-        return _transaction(con, incoming, quarantined, offsets, optimistic=optimistic)
+        return _transaction(con, incoming, kinds, quarantined, positions, optimistic=optimistic)
     except duckdb.ConstraintException:
         if not optimistic:
             raise
-    return _transaction(con, incoming, quarantined, offsets, optimistic=False)
+    return _transaction(con, incoming, kinds, quarantined, positions, optimistic=False)
 
 
 def _transaction(
     con: duckdb.DuckDBPyConnection,
     incoming: pa.Table,
+    kinds: frozenset[str],
     quarantined: Sequence[QuarantinedLine],
-    offsets: Offsets,
+    positions: Positions,
     *,
     optimistic: bool,
-) -> int:
+) -> Committed:
     """The whole transaction as two calls into DuckDB. Each call releases the GIL, and
     getting it back waits for the projector's parse thread to yield it (up to Python's
     switch interval), so one call per statement cost about a tenth of a bulk ingest."""
     now = dt.datetime.now(dt.UTC)
     con.register("incoming", incoming)
-    con.register("incoming_offsets", _offsets_table(offsets, now))
+    con.register("incoming_offsets", _offsets_table(positions, now))
     con.register("incoming_quarantine", _quarantine_table(quarantined, now))
     try:
         row = con.execute(
             ";\n".join(
                 (
                     "BEGIN TRANSACTION",
-                    STAGE_OPTIMISTIC if optimistic else STAGE_CAREFUL,
+                    *((STAGE_OPTIMISTIC,) if optimistic else (STAGE_CAREFUL, EVENT_SOURCES)),
                     "INSERT INTO events SELECT * FROM batch",
-                    "INSERT INTO quarantine SELECT * FROM incoming_quarantine",
-                    "INSERT OR REPLACE INTO spool_offsets SELECT * FROM incoming_offsets",
-                    *PROJECT_SQL,
-                    "SELECT count(*) FROM batch",
+                    _NEW_QUARANTINE,
+                    "INSERT INTO quarantine BY NAME SELECT * FROM batch_quarantine",
+                    "INSERT OR REPLACE INTO spool_offsets BY NAME SELECT * FROM incoming_offsets",
+                    *project_sql(kinds),
+                    "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM batch_quarantine)",
                 )
             )
         ).fetchone()
-        con.execute("DROP TABLE batch;\nCOMMIT")
+        con.execute("DROP TABLE batch;\nDROP TABLE batch_quarantine;\nCOMMIT")
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
@@ -88,7 +104,14 @@ def _transaction(
         for name in ("incoming", "incoming_offsets", "incoming_quarantine"):
             with contextlib.suppress(duckdb.Error):
                 con.unregister(name)
-    return int(row[0]) if row else 0
+    return Committed(int(row[0]), int(row[1])) if row else Committed(0, 0)
+
+
+_NEW_QUARANTINE = """CREATE OR REPLACE TEMP TABLE batch_quarantine AS
+    SELECT * FROM incoming_quarantine
+    ANTI JOIN quarantine USING (source, byte_offset, raw_sha256)"""
+"""The quarantined lines of this commit not stored before (a file read again from the start
+brings its bad lines again)."""
 
 
 def reproject(con: duckdb.DuckDBPyConnection) -> None:
@@ -108,13 +131,16 @@ def reproject(con: duckdb.DuckDBPyConnection) -> None:
         raise
 
 
-def _offsets_table(offsets: Offsets, now: dt.datetime) -> pa.Table:
+def _offsets_table(positions: Positions, now: dt.datetime) -> pa.Table:
+    at = list(positions.values())
     return pa.table(
         {
-            "source": list(offsets),
-            "byte_offset": pa.array([off for off, _ in offsets.values()], pa.int64()),
-            "lines": pa.array([lines for _, lines in offsets.values()], pa.int64()),
-            "updated_at": pa.array([now] * len(offsets), pa.timestamp("us", tz="UTC")),
+            "source": pa.array(list(positions), pa.string()),
+            "byte_offset": pa.array([p.byte_offset for p in at], pa.int64()),
+            "lines": pa.array([p.lines for p in at], pa.int64()),
+            "updated_at": pa.array([now] * len(at), pa.timestamp("us", tz="UTC")),
+            "inode": pa.array([p.inode for p in at], pa.uint64()),
+            "tail_sha256": pa.array([p.tail_sha256 for p in at], pa.string()),
         }
     )
 
@@ -127,5 +153,7 @@ def _quarantine_table(lines: Sequence[QuarantinedLine], now: dt.datetime) -> pa.
             "reason": pa.array([q.reason for q in lines], pa.string()),
             "raw": pa.array([q.raw for q in lines], pa.string()),
             "quarantined_at": pa.array([now] * len(lines), pa.timestamp("us", tz="UTC")),
+            "byte_offset": pa.array([q.byte_offset for q in lines], pa.int64()),
+            "raw_sha256": pa.array([q.raw_sha256 for q in lines], pa.string()),
         }
     )

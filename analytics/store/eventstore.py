@@ -19,8 +19,8 @@ import duckdb
 import polars as pl
 
 from analytics.errors import StoreError
-from analytics.store.batch import EventBatch, QuarantinedLine
-from analytics.store.commits import commit, reproject
+from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
+from analytics.store.commits import Committed, commit, reproject
 from analytics.store.diagnosis import diagnose, failure
 from analytics.store.export import export_parquet
 from analytics.store.files import OwnerLock, claim_parent
@@ -116,18 +116,25 @@ class EventStore:
     # ------------------------------------------------------------ writing
 
     def offsets(self) -> dict[str, tuple[int, int]]:
-        rows = self.con.execute("SELECT source, byte_offset, lines FROM spool_offsets").fetchall()
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        """Spool file name (as stored) -> (byte offset, complete lines) read so far."""
+        return {s: (p.byte_offset, p.lines) for s, p in self.positions().items()}
+
+    def positions(self) -> dict[str, SpoolPosition]:
+        """Spool file name (as stored) -> how far it was read, with the fingerprint there."""
+        rows = self.con.execute(
+            "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
+        ).fetchall()
+        return {r[0]: SpoolPosition(int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
 
     def commit_batch(
         self,
         events: EventBatch,
         quarantined: Sequence[QuarantinedLine],
-        offsets: dict[str, tuple[int, int]],
-    ) -> int:
-        """Commit one batch (``commits.commit``); returns how many events were new."""
+        positions: dict[str, SpoolPosition],
+    ) -> Committed:
+        """Commit one batch (``commits.commit``): events, new quarantined lines, positions."""
         try:
-            return commit(self.con, events, quarantined, offsets)
+            return commit(self.con, events, quarantined, positions)
         except duckdb.Error as exc:
             raise self._failure(exc, "writing a batch") from exc
 

@@ -1,30 +1,31 @@
 """The projector: spool files -> the DuckDB event store, idempotently, crash-safely.
 
 It reads each spool file from its last committed offset, stops at the last complete line (a torn
-last line is read once it is completed), validates each line as an ``Event`` (upcasting older
-schemas), and commits valid events, quarantined lines and the new offsets in one transaction.
-Replaying the same spool is a no-op (unique ``event_id``). It is the single owner of the
-database while it runs; agents only ever append to the spool.
+last line is read once it is completed), validates each line (``lines``), and commits valid
+events, quarantined lines and the new offsets in one transaction. Replaying the same spool is a
+no-op (unique ``event_id``; quarantined lines keyed by file, offset and hash). Each offset keeps
+a fingerprint (the file's inode and a hash of the bytes just before it): a file replaced, or
+truncated and rewritten past its offset, is read again from the start. Only regular files
+directly in the spool folder are read (``spoolfiles``); a file that cannot be read now is
+skipped with a line in the result and tried again on the next pass. It is the single owner of
+the database while it runs; agents only ever append to the spool.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine, claim_parent
+from analytics.store.batch import SpoolPosition
 from analytics.store.files import (
     BACKUP_STAMP,
     OwnerLock,
@@ -35,8 +36,18 @@ from analytics.store.files import (
     unwritable,
     unwritable_reason,
 )
-from analytics.text import SURROGATE
-from compactor.events import Event, parse_event
+from analytics.store.lines import parse_into
+from analytics.store.lines import parse_line as parse_line
+from analytics.store.spoolfiles import (
+    TAIL_BYTES,
+    SpoolDir,
+    SpoolEntry,
+    SpoolSkipError,
+    read_at,
+    read_failure,
+    tail_sha256,
+)
+from analytics.store.spoolfiles import source_name as source_name
 
 CHUNK_BYTES = 64 * 1024 * 1024
 FIRST_CHUNK_BYTES = 4 * 1024 * 1024
@@ -46,7 +57,6 @@ GIL_SWITCH_S = 0.0001
 """Python's GIL switch interval while the parse thread runs beside the commits. DuckDB's Python
 client takes the GIL between the tasks of a query (to check for Ctrl-C); at the default 5 ms
 each take waited for the parse thread, and the commits spent a third of their time so."""
-MAX_RAW = 64 * 1024
 
 
 @dataclass
@@ -58,25 +68,49 @@ class IngestResult:
     quarantined: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)
+    """Spool files not read, one line each (``<file>: <why>``); a projector says each once
+    while it lasts (``watch`` does not repeat it every pass)."""
 
     def add(self, other: IngestResult) -> None:
         for name in ("files", "lines", "new_events", "duplicates", "quarantined", "bytes_read"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.seconds += other.seconds
+        self.skipped.extend(other.skipped)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A spool file with bytes to read, and where reading starts."""
+
+    entry: SpoolEntry
+    """As ``fstat`` saw it when the job was planned."""
+    start: SpoolPosition
 
 
 @dataclass
 class _Parsed:
     """One chunk of a spool file, read and validated, not yet committed."""
 
-    path: Path
+    entry: SpoolEntry
     batch: EventBatch
     bad: list[QuarantinedLine]
     end: int
     """Byte offset just after the chunk's last complete line."""
     end_line: int
     lines_before: int
+    tail_sha256: str
+    """The fingerprint of ``end``."""
     bytes: int = 0
+
+
+@dataclass
+class _Next:
+    """What the parse thread found next: the index of its job and the chunk (None: no more)."""
+
+    at: int
+    parsed: _Parsed | None
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 Progress = Callable[[int, int], None]
@@ -111,82 +145,8 @@ class _SwitchInterval:
 _SWITCH_INTERVAL = _SwitchInterval()
 
 
-def _reason(exc: Exception, text: str = "") -> str:
-    if "surrogates not allowed" in str(exc) and (found := _lone_surrogate(text)):
-        where, char = found
-        return (
-            f"invalid event: {where} holds a lone surrogate (\\u{ord(char):04x}), which is not "
-            "Unicode text"
-        )
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        return f"invalid event: {loc}: {err['msg']}" if loc else f"invalid event: {err['msg']}"
-    if isinstance(exc, json.JSONDecodeError):
-        return f"not JSON: {exc.msg} at column {exc.colno}"
-    return f"invalid event: {exc}"
-
-
-def _lone_surrogate(text: str) -> tuple[str, str] | None:
-    """(where, the character): the first key or string of the JSON line ``text`` holding a lone
-    surrogate, as a path such as ``payload.messages[2].content``; None if there is none."""
-    try:
-        stack: list[tuple[str, Any]] = [("the line", json.loads(text))]
-    except (ValueError, RecursionError):
-        return None
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            for key, inner in reversed(value.items()):
-                path = key if where == "the line" else f"{where}.{key}"
-                stack.append((path, inner))
-                stack.append((f"a key of {where}", key))
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{i}]", inner) for i, inner in reversed(list(enumerate(value))))
-        elif isinstance(value, str) and (char := SURROGATE.search(value)):
-            return where, char.group()
-    return None
-
-
-def source_name(path: Path) -> str:
-    """The name a spool file is stored under (offsets, events, quarantine): its file name, with
-    bytes that are not UTF-8 (a name Python decoded with ``surrogateescape``) written as
-    ``\\xNN``, so that such a file loads instead of failing every commit."""
-    return path.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def parse_line(text: str) -> tuple[Event, str]:
-    """(event, JSON to store) for one spool line; raises ValueError/ValidationError if invalid.
-
-    ``Event`` accepts the current schema version of each type only; anything else goes through
-    ``parse_event``, which upcasts older versions or raises a clean error."""
-    try:
-        return Event.model_validate_json(text), text
-    except ValidationError:
-        try:
-            event = parse_event(text)
-        except RecursionError:  # json.loads gives up past ~1,000 levels: a bad line, no crash
-            raise ValueError("JSON nested too deeply to parse (over about 1,000 levels)") from None
-        return event, event.model_dump_json()
-
-
-_CANONICAL_START = '{"event_id":'
-_PAYLOAD_KEY = ',"payload":'
-
-
-def _payload_text(text: str, event: Event) -> str:
-    """The payload's JSON text, sliced out of the line when the line is in the layout our
-    serialiser writes (payload last; a bare ``"`` only ever delimits keys and strings, so the
-    first ``,"payload":`` is the key), else serialised again."""
-    if text.startswith(_CANONICAL_START) and text.endswith("}}"):
-        at = text.find(_PAYLOAD_KEY)
-        if at > text.find('"producer":') > 0:
-            return text[at + len(_PAYLOAD_KEY) : -1]
-    return event.payload.model_dump_json()
-
-
 class Projector:
-    """Loads every ``*.jsonl`` under ``spool_dir`` into ``store``."""
+    """Loads every ``*.jsonl`` file in ``spool_dir`` into ``store``."""
 
     def __init__(
         self,
@@ -198,17 +158,20 @@ class Projector:
         self.store = store
         self.spool_dir = Path(spool_dir)
         self.chunk_bytes = chunk_bytes
+        self._reported: dict[str, str] = {}
+        """Skipped files already said, and why: said again only when the reason changes."""
 
     def pending_bytes(self) -> int:
-        offsets = self.store.offsets()
-        return sum(
-            max(0, f.stat().st_size - offsets.get(source_name(f), (0, 0))[0]) for f in self._files()
-        )
-
-    def _files(self) -> list[Path]:
-        if not self.spool_dir.is_dir():
-            return []
-        return sorted(p for p in self.spool_dir.iterdir() if p.suffix == ".jsonl" and p.is_file())
+        """Bytes of the spool not projected yet (from the listing: no file is opened)."""
+        positions = self.store.positions()
+        with SpoolDir(self.spool_dir).opened() as spool:
+            entries, _skipped = spool.listing()
+        total = 0
+        for entry in entries:
+            pos = positions.get(entry.source)
+            same = pos is not None and pos.inode == entry.inode and pos.byte_offset <= entry.size
+            total += entry.size - (pos.byte_offset if same and pos else 0)
+        return total
 
     def ingest(self, progress: Progress | None = None, *, checkpoint: bool = True) -> IngestResult:
         """Project everything complete in the spool now; returns what was done.
@@ -218,131 +181,173 @@ class Projector:
         otherwise run after nearly every batch and grow slower as the file grows)."""
         started = time.perf_counter()
         total = IngestResult()
-        offsets = self.store.offsets()
+        with SpoolDir(self.spool_dir).opened() as spool:
+            jobs, skipped = self._plan(spool)
+            total.files = len(jobs)
+            if jobs:  # the usual poll has none: no thread pool, no switch interval change
+                self._run(spool, jobs, total, skipped, progress)
+        total.skipped = self._news(skipped)
+        if checkpoint and total.lines:
+            self.store.checkpoint()
+        total.seconds = time.perf_counter() - started
+        return total
+
+    def _plan(self, spool: SpoolDir) -> tuple[list[_Job], dict[str, str]]:
+        """The files with bytes to read and where to start; {source: why} for files skipped."""
+        positions = self.store.positions()
+        entries, skipped = spool.listing()
+        jobs = []
+        for entry in entries:
+            pos = positions.get(entry.source)
+            if pos is not None and (pos.byte_offset, pos.inode) == (entry.size, entry.inode):
+                continue  # unchanged (a rewrite to the very same length is read once it grows)
+            try:
+                job = self._resume(spool, entry, pos)
+            except SpoolSkipError as exc:
+                skipped[entry.source] = str(exc)
+                continue
+            if job is not None:
+                jobs.append(job)
+        return jobs, skipped
+
+    @staticmethod
+    def _resume(spool: SpoolDir, entry: SpoolEntry, pos: SpoolPosition | None) -> _Job | None:
+        """Where to read ``entry`` from: its committed position if the file there is still the
+        one read (same inode, same bytes before the offset), else its start."""
+        fd, info = spool.open(entry)
+        try:
+            entry = replace(entry, inode=info.st_ino, size=info.st_size)
+            start = SpoolPosition(0, 0)
+            if pos is not None and pos.inode == entry.inode and pos.byte_offset <= entry.size:
+                lead = min(TAIL_BYTES, pos.byte_offset)
+                before = read_at(fd, pos.byte_offset - lead, lead)
+                if tail_sha256(before) == pos.tail_sha256:
+                    start = pos
+        except OSError as exc:
+            raise read_failure(exc) from None
+        finally:
+            os.close(fd)
+        return _Job(entry, start) if entry.size > start.byte_offset else None
+
+    def _run(
+        self,
+        spool: SpoolDir,
+        jobs: list[_Job],
+        total: IngestResult,
+        skipped: dict[str, str],
+        progress: Progress | None,
+    ) -> None:
+        """Parse chunk after chunk in a thread while the previous one commits."""
+        todo = sum(job.entry.size - job.start.byte_offset for job in jobs)
         # Parsing the next chunk (Python) overlaps committing this one (DuckDB, which releases
         # the GIL while it works): on two cores that hides most of the parsing time.
-        jobs: list[tuple[Path, int, int]] = []
-        todo = 0
-        for path in self._files():
-            offset, lines = offsets.get(source_name(path), (0, 0))
-            length = path.stat().st_size
-            if length < offset:
-                offset, lines = 0, 0  # replaced file: re-read; duplicates skipped by id
-            if length != offset:
-                jobs.append((path, offset, lines))
-                todo += length - offset
-        total.files = len(jobs)
-        if not jobs:  # the usual poll: no thread pool, no process-wide switch interval change
-            total.seconds = time.perf_counter() - started
-            return total
         with (
             self.store.one_thread(),
             _SWITCH_INTERVAL.lowered(GIL_SWITCH_S),
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactlens-parse") as pool,
         ):
             size = min(FIRST_CHUNK_BYTES, self.chunk_bytes)
-            pending: Future[tuple[int, _Parsed | None]] | None = pool.submit(
-                self._parse_next, jobs, 0, *jobs[0][1:], size
+            first = jobs[0].start
+            pending: Future[_Next] = pool.submit(
+                self._parse_next, spool, jobs, 0, first.byte_offset, first.lines, size
             )
-            while pending is not None:
-                at, parsed = pending.result()
+            while True:
+                found = pending.result()
+                skipped.update(found.skipped)
+                parsed = found.parsed
                 if parsed is None:
-                    break
+                    return
                 # the next chunk, of this file or the next one, is parsed during this commit
                 size = min(size * 2, self.chunk_bytes)
-                pending = pool.submit(self._parse_next, jobs, at, parsed.end, parsed.end_line, size)
+                pending = pool.submit(
+                    self._parse_next, spool, jobs, found.at, parsed.end, parsed.end_line, size
+                )
                 total.add(self._commit(parsed))
                 if progress:
                     progress(total.bytes_read, todo)
-        if checkpoint and total.lines:
-            self.store.checkpoint()
-        total.seconds = time.perf_counter() - started
-        return total
 
     def _parse_next(
-        self, jobs: list[tuple[Path, int, int]], at: int, offset: int, lines: int, size: int
-    ) -> tuple[int, _Parsed | None]:
+        self, spool: SpoolDir, jobs: list[_Job], at: int, offset: int, lines: int, size: int
+    ) -> _Next:
         """The next chunk from ``offset`` of ``jobs[at]``'s file, or else from the start of the
-        following files (their committed offsets); (index of its file, chunk or None)."""
-        while at < len(jobs):
-            parsed = self._parse_chunk(jobs[at][0], offset, lines, size)
-            if parsed is not None:
-                return at, parsed
-            at += 1
-            if at < len(jobs):
-                offset, lines = jobs[at][1], jobs[at][2]
-        return at, None
+        following files (their planned starts); a file that cannot be read is skipped."""
+        found = _Next(at, None)
+        while found.at < len(jobs):
+            job = jobs[found.at]
+            try:
+                found.parsed = self._parse_chunk(spool, job, offset, lines, size)
+            except SpoolSkipError as exc:
+                found.skipped[job.entry.source] = str(exc)
+            if found.parsed is not None:
+                return found
+            found.at += 1
+            if found.at < len(jobs):
+                offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
+        return found
 
-    def _parse_chunk(self, path: Path, offset: int, lines: int, size: int) -> _Parsed | None:
+    @staticmethod
+    def _parse_chunk(
+        spool: SpoolDir, job: _Job, offset: int, lines: int, size: int
+    ) -> _Parsed | None:
         """Read and validate the complete lines in the ``size`` bytes after ``offset`` (more
         if one line is longer; None: nothing complete)."""
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read(size)
+        lead = min(TAIL_BYTES, offset)
+        fd, info = spool.open(job.entry)
+        try:
+            if info.st_ino != job.entry.inode:
+                raise SpoolSkipError("replaced while it was being read; read again next time")
+            data = read_at(fd, offset - lead, lead + size)
+            before, data = data[:lead], data[lead:]
             if data and b"\n" not in data:  # one line longer than size: read on to its end
                 pieces = [data]
                 while b"\n" not in pieces[-1]:  # each piece scanned once, joined once
-                    more = fh.read(size)
+                    more = read_at(fd, offset + sum(map(len, pieces)), size)
                     if not more:
                         return None  # only a torn last line: wait for the rest
                     pieces.append(more)
                 data = b"".join(pieces)
+        except OSError as exc:
+            raise read_failure(exc) from None
+        finally:
+            os.close(fd)
         end = data.rfind(b"\n")
         if end < 0:
             return None
         chunk = data[: end + 1]
-        parsed = _Parsed(path, EventBatch(), [], offset + len(chunk), lines, lines_before=lines)
-        source = source_name(path)
+        tail = tail_sha256(chunk if len(chunk) >= TAIL_BYTES else before + chunk)
+        parsed = _Parsed(job.entry, EventBatch(), [], offset + len(chunk), lines, lines, tail)
+        source, at = job.entry.source, offset
         for raw in chunk.split(b"\n")[:-1]:
             parsed.end_line += 1
             if raw.strip():
-                self._parse_into(raw, source, parsed.end_line, parsed.batch, parsed.bad)
+                parse_into(raw, source, parsed.end_line, at, parsed.batch, parsed.bad)
+            at += len(raw) + 1
         parsed.bytes = len(chunk)
         parsed.batch.seal()
         return parsed
 
     def _commit(self, parsed: _Parsed) -> IngestResult:
-        """Events, quarantined lines and the new offset of one chunk, in one transaction."""
-        offsets = {source_name(parsed.path): (parsed.end, parsed.end_line)}
-        new = self.store.commit_batch(parsed.batch, parsed.bad, offsets)
+        """Events, quarantined lines and the new position of one chunk, in one transaction."""
+        entry = parsed.entry
+        position = SpoolPosition(parsed.end, parsed.end_line, entry.inode, parsed.tail_sha256)
+        done = self.store.commit_batch(parsed.batch, parsed.bad, {entry.source: position})
         return IngestResult(
             lines=parsed.end_line - parsed.lines_before,
-            new_events=new,
-            duplicates=len(parsed.batch) - new,
-            quarantined=len(parsed.bad),
+            new_events=done.events,
+            duplicates=len(parsed.batch) - done.events,
+            quarantined=done.quarantined,
             bytes_read=parsed.bytes,
         )
 
-    @staticmethod
-    def _parse_into(
-        raw: bytes, source: str, line: int, batch: EventBatch, bad: list[QuarantinedLine]
-    ) -> None:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad.append(
-                QuarantinedLine(
-                    source,
-                    line,
-                    f"not UTF-8 text at byte {exc.start}",
-                    raw[:MAX_RAW].decode("utf-8", "replace"),
-                )
-            )
-            return
-        try:
-            event, stored = parse_line(text)
-        except (ValueError, TypeError, KeyError, OverflowError, ValidationError) as exc:
-            bad.append(QuarantinedLine(source, line, _reason(exc, text), text[:MAX_RAW]))
-            return
-        batch.event_id.append(event.event_id)
-        batch.type.append(event.type)
-        batch.schema_version.append(event.schema_version)
-        batch.session_id.append(event.session_id)
-        batch.seq.append(event.seq)
-        batch.occurred_at.append(event.occurred_at)
-        batch.payload.append(_payload_text(stored, event))
-        batch.source.append(source)
-        batch.line.append(line)
+    def _news(self, skipped: dict[str, str]) -> list[str]:
+        """The skip lines not said before by this projector (a file read again is forgotten)."""
+        news = [
+            f"{source}: {why}"
+            for source, why in sorted(skipped.items())
+            if self._reported.get(source) != why
+        ]
+        self._reported = dict(skipped)
+        return news
 
     def watch(
         self,
@@ -351,14 +356,15 @@ class Projector:
         stop: threading.Event | None = None,
         on_result: Callable[[IngestResult], None] | None = None,
     ) -> IngestResult:
-        """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set."""
+        """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set. A file
+        that cannot be read is skipped (said once) and tried again on every pass."""
         stop = stop or threading.Event()
         total = IngestResult()
         while True:
             stopping = stop.is_set()
             result = self.ingest(checkpoint=stopping)
             total.add(result)
-            if on_result is not None and (result.lines or result.quarantined):
+            if on_result is not None and (result.lines or result.quarantined or result.skipped):
                 on_result(result)
             if stopping:
                 return total

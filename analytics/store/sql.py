@@ -1,12 +1,16 @@
 """The store's SQL: table definitions and the projections, as text (no database access here).
 
 Every projection statement reads the events of one commit from ``batch`` (a temporary table
-the store fills per commit) and is a pure function of them, so projecting batch by batch and
-projecting all events at once (a rebuild) give the same tables. ``batch`` only ever holds events
-new to the store (the events table's primary key decides), so projections keyed by event need no
-constraints of their own; ``message_blobs`` (by hash) and ``messages`` (by session and index)
-skip rows already stored with an anti-join and take one row per key within the batch, with no
-primary key to maintain (stores created with those keys keep them; nothing conflicts).
+the store fills per commit), and the projections are a function of the set of stored events,
+whatever order and batches they arrive in: projecting batch by batch, in any order of spool
+files, and projecting all events at once (a rebuild) give the same tables. ``batch`` only ever
+holds events new to the store (the events table's primary key decides). Where several events
+compete for one row (a resumed session's ``session_started``, a message index or a compaction
+id seen twice, a blob's role), the event first by ``(seq, occurred_at, event_id)`` wins, and a
+later batch replaces a stored row it beats. A deletion is kept as its own row
+(``session_deletions``), so it applies whether the session's start lands before or after it. A
+metadata session's hashes are keyed by its id (``private_sha``); rows stored before its start
+arrived are keyed when it lands.
 """
 
 from __future__ import annotations
@@ -21,16 +25,21 @@ CREATE TABLE IF NOT EXISTS events (
     payload JSON NOT NULL, source VARCHAR, line BIGINT);
 CREATE TABLE IF NOT EXISTS spool_offsets (
     source VARCHAR PRIMARY KEY, byte_offset BIGINT NOT NULL, lines BIGINT NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL);
+    updated_at TIMESTAMPTZ NOT NULL, inode UBIGINT, tail_sha256 VARCHAR);
 CREATE TABLE IF NOT EXISTS quarantine (
-    source VARCHAR, line BIGINT, reason VARCHAR, raw VARCHAR, quarantined_at TIMESTAMPTZ);
+    source VARCHAR NOT NULL, line BIGINT, reason VARCHAR, raw VARCHAR,
+    quarantined_at TIMESTAMPTZ, byte_offset BIGINT NOT NULL, raw_sha256 VARCHAR NOT NULL,
+    PRIMARY KEY (source, byte_offset, raw_sha256));
 """
 
 PROJECTION_DDL = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, context_window BIGINT,
     model VARCHAR, agent VARCHAR, parent_session_id VARCHAR, capture VARCHAR, source VARCHAR,
-    config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ);
+    config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ,
+    seq BIGINT, event_id VARCHAR);
+CREATE TABLE IF NOT EXISTS session_deletions (
+    session_id VARCHAR, occurred_at TIMESTAMPTZ, event_id VARCHAR);
 CREATE TABLE IF NOT EXISTS message_blobs (
     sha256 VARCHAR NOT NULL, role VARCHAR, bytes BIGINT, content VARCHAR);
 CREATE TABLE IF NOT EXISTS messages (
@@ -73,6 +82,7 @@ CREATE TABLE IF NOT EXISTS synthetic (
 
 PROJECTIONS = (
     "sessions",
+    "session_deletions",
     "message_blobs",
     "messages",
     "compactions",
@@ -167,16 +177,99 @@ def private_sha(sha: str) -> str:
     return f"CASE WHEN {PRIVATE} THEN sha256(session_id || ':' || {sha}) ELSE {sha} END"
 
 
-PROJECT_SQL: tuple[str, ...] = (
-    """INSERT OR IGNORE INTO sessions SELECT session_id, occurred_at,
+FIRST = "(seq, occurred_at, event_id)"
+"""The rule that picks one event where several compete for a row: the first by this key."""
+
+_DELETIONS: tuple[str, ...] = (
+    """INSERT INTO session_deletions SELECT session_id, occurred_at, event_id
+      FROM batch WHERE type = 'session_deleted'""",
+    """UPDATE sessions SET deleted_at = d.at FROM (
+        SELECT session_id, max(occurred_at) AS at FROM session_deletions
+        WHERE session_id IN (SELECT session_id FROM batch WHERE type = 'session_deleted')
+        GROUP BY session_id) d
+      WHERE sessions.session_id = d.session_id""",
+)
+"""A session is deleted at its latest ``session_deleted``, whenever its start lands."""
+
+_STARTS: tuple[str, ...] = (
+    f"""CREATE OR REPLACE TEMP TABLE batch_starts AS SELECT * FROM batch
+      WHERE type = 'session_started'
+      QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY {FIRST}) = 1""",
+    # metadata sessions new to the store: rows stored before their start came are keyed below
+    """CREATE OR REPLACE TEMP TABLE batch_late AS
+      SELECT session_id FROM batch_starts ANTI JOIN sessions USING (session_id)
+      WHERE (payload->>'capture') = 'metadata'""",
+    """INSERT OR REPLACE INTO sessions SELECT b.session_id, b.occurred_at,
         TRY_CAST(payload->>'context_window' AS BIGINT), payload->>'model', payload->>'agent',
         payload->>'parent_session_id', payload->>'capture', payload->>'source',
         payload->'config',
         CASE WHEN (payload->>'capture') = 'metadata'
-             THEN sha256(session_id || ':' || (payload->>'system_prompt_sha256'))
+             THEN sha256(b.session_id || ':' || (payload->>'system_prompt_sha256'))
              ELSE payload->>'system_prompt_sha256' END,
-        payload->'metadata', NULL
-      FROM batch WHERE type = 'session_started' ORDER BY seq""",
+        payload->'metadata',
+        (SELECT max(d.occurred_at) FROM session_deletions d WHERE d.session_id = b.session_id),
+        b.seq, b.event_id
+      FROM batch_starts b
+      WHERE NOT EXISTS (
+        SELECT 1 FROM sessions s WHERE s.session_id = b.session_id
+        AND (s.seq, s.started_at, s.event_id) <= (b.seq, b.occurred_at, b.event_id))""",
+    """CREATE OR REPLACE TEMP TABLE batch_late_shas AS
+      SELECT sha256 FROM messages WHERE session_id IN (SELECT session_id FROM batch_late)
+      UNION SELECT sha256 FROM synthetic WHERE session_id IN (SELECT session_id FROM batch_late)""",
+    *(
+        f"""UPDATE {table} SET sha256 = sha256(session_id || ':' || sha256)
+      WHERE session_id IN (SELECT session_id FROM batch_late)"""
+        for table in ("messages", "compaction_views", "synthetic", "offloads")
+    ),
+    # text a faulty metadata producer sent before its start came, unless others reference it
+    """DELETE FROM message_blobs WHERE sha256 IN (SELECT sha256 FROM batch_late_shas)
+      AND sha256 NOT IN (
+        SELECT m.sha256 FROM messages m SEMI JOIN batch_late_shas l ON m.sha256 = l.sha256
+        UNION ALL
+        SELECT s.sha256 FROM synthetic s SEMI JOIN batch_late_shas l ON s.sha256 = l.sha256
+        UNION ALL
+        SELECT s.system_prompt_sha256 FROM sessions s
+        SEMI JOIN batch_late_shas l ON s.system_prompt_sha256 = l.sha256)""",
+    "DROP TABLE batch_starts; DROP TABLE batch_late; DROP TABLE batch_late_shas",
+)
+"""The winning ``session_started`` of each session (the first by ``FIRST``), replacing a stored
+one it beats; a metadata session new to the store keys the rows stored before it came."""
+
+_BLOBS = """CREATE OR REPLACE TEMP TABLE batch_blobs AS
+  SELECT x.*, m.sha256 IS NOT NULL AS stored, m.role AS stored_role, m.bytes AS stored_bytes
+  FROM (
+    SELECT DISTINCT ON (sha) sha, role, bytes, content FROM (
+      SELECT (p).sha256 AS sha, (p).role AS role, (p).bytes AS bytes, (p).content AS content
+      FROM batch_messages WHERE NOT private
+      UNION ALL
+      SELECT s.sha256, s.role, s.bytes, s.content FROM (
+          SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
+          FROM batch WHERE type = 'compaction_recorded' AND NOT {private})
+      UNION ALL
+      SELECT payload->>'system_prompt_sha256', 'system',
+             strlen(payload->>'system_prompt'), payload->>'system_prompt'
+      FROM batch
+      WHERE type = 'session_started' AND (payload->>'capture') IS DISTINCT FROM 'metadata')
+    WHERE content IS NOT NULL AND sha IS NOT NULL
+    ORDER BY sha, role, bytes) x
+  LEFT JOIN message_blobs m ON m.sha256 = x.sha""".replace("{syn}", _SYNTHETIC).replace(
+    "{private}", PRIVATE
+)
+"""One text per hash; of the rows competing for it, the first by (role, bytes)."""
+
+_MESSAGE_ROWS = f"""CREATE OR REPLACE TEMP TABLE batch_message_rows AS
+  SELECT b.*, m.rowid AS stored_row, m.seq AS stored_seq, m.occurred_at AS stored_at,
+         m.event_id AS stored_event_id FROM (
+    SELECT * FROM batch_messages
+    QUALIFY row_number() OVER (PARTITION BY session_id, (p).index ORDER BY {FIRST}) = 1) b
+  LEFT JOIN messages m ON m.session_id = b.session_id AND m.idx = (b.p).index"""
+"""One message per session and index: the first by ``FIRST``, against the stored one."""
+
+_BEATS_STORED = f"(stored_row IS NULL OR {FIRST} < (stored_seq, stored_at, stored_event_id))"
+
+PROJECT_SQL: tuple[str, ...] = (
+    *_DELETIONS,
+    *_STARTS,
     """CREATE OR REPLACE TEMP TABLE batch_private AS SELECT session_id FROM sessions
       WHERE capture = 'metadata' AND session_id IN (SELECT DISTINCT session_id FROM batch)""",
     # message_appended payloads parsed once, for message_blobs and messages
@@ -184,36 +277,24 @@ PROJECT_SQL: tuple[str, ...] = (
       SELECT session_id, seq, occurred_at, event_id, json_transform(payload, '{_MESSAGE}') AS p,
              {PRIVATE} AS private
       FROM batch WHERE type = 'message_appended'""",
-    """UPDATE sessions SET deleted_at = d.at FROM (
-        SELECT session_id, max(occurred_at) AS at FROM batch
-        WHERE type = 'session_deleted' GROUP BY session_id) d
-      WHERE sessions.session_id = d.session_id""",
     # metadata sessions never add text (none is sent; a producer bug must not leak it either)
-    """INSERT INTO message_blobs SELECT DISTINCT ON (sha) sha, role, bytes, content FROM (
-        SELECT (p).sha256 AS sha, (p).role AS role, (p).bytes AS bytes, (p).content AS content
-        FROM batch_messages WHERE NOT private
-        UNION ALL
-        SELECT s.sha256, s.role, s.bytes, s.content FROM (
-            SELECT unnest(json_transform(payload->'synthetic', '{syn}')) AS s
-            FROM batch WHERE type = 'compaction_recorded' AND NOT {private})
-        UNION ALL
-        SELECT payload->>'system_prompt_sha256', 'system',
-               strlen(payload->>'system_prompt'), payload->>'system_prompt'
-        FROM batch
-        WHERE type = 'session_started' AND (payload->>'capture') IS DISTINCT FROM 'metadata') x
-      ANTI JOIN message_blobs m ON m.sha256 = x.sha
-      WHERE content IS NOT NULL AND sha IS NOT NULL""".replace("{syn}", _SYNTHETIC).replace(
-        "{private}", PRIVATE
-    ),
-    """INSERT INTO messages SELECT DISTINCT ON (b.session_id, (p).index) b.session_id,
-        (p).index,
-        CASE WHEN private THEN sha256(b.session_id || ':' || (p).sha256) ELSE (p).sha256 END,
+    _BLOBS,
+    "INSERT INTO message_blobs SELECT sha, role, bytes, content FROM batch_blobs WHERE NOT stored",
+    """UPDATE message_blobs SET role = b.role, bytes = b.bytes FROM (
+        SELECT * FROM batch_blobs WHERE stored AND (role, bytes) < (stored_role, stored_bytes)) b
+      WHERE message_blobs.sha256 = b.sha""",
+    "DROP TABLE batch_blobs",
+    _MESSAGE_ROWS,
+    f"""DELETE FROM messages WHERE rowid IN (
+        SELECT stored_row FROM batch_message_rows
+        WHERE stored_row IS NOT NULL AND {_BEATS_STORED})""",
+    f"""INSERT INTO messages SELECT session_id, (p).index,
+        CASE WHEN private THEN sha256(session_id || ':' || (p).sha256) ELSE (p).sha256 END,
         (p).role, (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names,
-        (p).tool_calls, (p).is_error, (p).name, b.seq, b.occurred_at, b.event_id
-      FROM batch_messages b
-      ANTI JOIN messages m ON m.session_id = b.session_id AND m.idx = (p).index""",
-    "DROP TABLE batch_messages",
-    """INSERT OR IGNORE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
+        (p).tool_calls, (p).is_error, (p).name, seq, occurred_at, event_id
+      FROM batch_message_rows WHERE {_BEATS_STORED}""",
+    "DROP TABLE batch_message_rows; DROP TABLE batch_messages",
+    f"""INSERT OR REPLACE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,
         TRY_CAST(r->>'tier' AS INTEGER),
         ['None', 'Warn', 'Soft', 'Full', 'Emergency'][TRY_CAST(r->>'tier' AS INTEGER) + 1],
         TRY_CAST(r->>'tokens_before' AS BIGINT), TRY_CAST(r->>'tokens_after' AS BIGINT),
@@ -229,7 +310,11 @@ PROJECT_SQL: tuple[str, ...] = (
         TRY_CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
         TRY_CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
         event_id, TRY_CAST(r->>'cut' AS BIGINT), r->>'emergency', r->'error_codes'
-      FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded')""",
+      FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded'
+            QUALIFY row_number() OVER (PARTITION BY r->>'id' ORDER BY {FIRST}) = 1) c
+      WHERE NOT EXISTS (
+        SELECT 1 FROM compactions s WHERE s.id = (c.r->>'id')
+        AND (s.seq, s.occurred_at, s.event_id) <= (c.seq, c.occurred_at, c.event_id))""",
     """INSERT INTO compaction_views
       SELECT cid, session_id, side, pos, (v).index, {key}, (v).role, (v).bytes, (v).status
       FROM (
@@ -279,8 +364,27 @@ PROJECT_SQL: tuple[str, ...] = (
             FROM batch WHERE type = 'view_prepared')""",
 )
 
+_GROUPS = ((_DELETIONS, "session_deleted"), (_STARTS, "session_started"))
+
+
+def project_sql(kinds: frozenset[str]) -> tuple[str, ...]:
+    """``PROJECT_SQL`` without the statements for event types a batch does not hold."""
+    unused = {stmt for group, kind in _GROUPS if kind not in kinds for stmt in group}
+    return tuple(stmt for stmt in PROJECT_SQL if stmt not in unused)
+
+
+EVENT_SOURCES = """UPDATE events SET source = i.source, line = i.line FROM (
+    SELECT event_id, source, line FROM incoming
+    QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY source, line) = 1) i
+  WHERE events.event_id = i.event_id AND (i.source, i.line) < (events.source, events.line)"""
+"""An event stored from one spool line and read again from another keeps the first line by
+(source, line), whichever was read first."""
+
+
 __all__ = [
     "BASE_DDL",
+    "EVENT_SOURCES",
+    "FIRST",
     "PRIVATE",
     "PROJECTIONS",
     "PROJECTION_DDL",
@@ -289,4 +393,5 @@ __all__ = [
     "STAGE_OPTIMISTIC",
     "TABLES",
     "private_sha",
+    "project_sql",
 ]

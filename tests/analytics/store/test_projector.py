@@ -114,8 +114,15 @@ def test_replaying_a_copied_spool_file_adds_no_events_or_projection_rows(tmp_pat
     assert again.new_events == 0
     assert again.duplicates == before["events"].height
     assert after.pop("spool_offsets").height == before.pop("spool_offsets").height + 1
+    # each event keeps the first line holding it by (source, line), whichever file was read
+    # first, so that a rebuild (which reads the copy first) gives the same table
+    events = after.pop("events")
+    assert events["source"].unique().to_list() == ["copy-of-" + sink.path.name]
+    assert_same_table("events", before.pop("events").drop("source"), events.drop("source"))
     for name, frame in before.items():
         assert_same_table(name, frame, after[name])
+    rebuild(tmp_path)
+    assert_same_table("events", events, snapshot_home(tmp_path)["events"])
 
 
 def test_ids_stored_or_repeated_within_one_batch_are_skipped_and_the_first_line_wins(
