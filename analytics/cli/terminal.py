@@ -327,26 +327,68 @@ def retention_table(found: Mapping[str, Any]) -> None:
         table.add_row(row["anchor_type"], _rate(row["survival_next"]), _rate(row["survival_last"]))
     console.print(table)
     drops = Table(title=f"silent drops ({len(found['silent_drops'])})")
-    for column in ("session", "anchor", "item", "introduced at", "dropped at"):
+    for column in ("session", "anchor", "item", "introduced", "dropped", "why"):
         drops.add_column(column, overflow="fold")
     for d in found["silent_drops"]:
         drops.add_row(
-            d["session_id"], d["anchor_type"], d["item"], d["introduced_at"], d["dropped_at"]
+            d["session_id"],
+            d["anchor_type"],
+            d["item"],
+            _compaction_at(d.get("introduced_turn"), None, d["introduced_at"]),
+            _compaction_at(d.get("dropped_turn"), d.get("dropped_tier"), d["dropped_at"]),
+            _DROP_WHY.get(d.get("reason") or "", "nothing known"),
         )
     console.print(drops)
 
 
+_DROP_WHY = {
+    "cap": "the summary kept as many as before and took a newer one in its place (its cap)",
+    "age": "an old item: it had lasted several compactions",
+    "unknown": "nothing known",
+}
+
+
+def _compaction_at(turn: int | None, tier: str | None, compaction_id: str) -> str:
+    """A compaction as a reader finds it: by turn and tier, with the id's first characters."""
+    where = f"turn {turn}" if turn is not None else "turn ?"
+    return f"{where} {tier or ''} ({compaction_id[:8]})".replace("  ", " ")
+
+
+def _fix(pm: Mapping[str, Any]) -> str:
+    """What to change, in words: the verified change, or why there is none."""
+    if pm.get("cause") == "fixed_prompt" and not pm.get("smallest_change_verified"):
+        needed = pm.get("window_needed")
+        return f"no config avoids it: a window of {needed:,}+ tokens" if needed else "none"
+    status = str(pm.get("counterfactual_status") or "")
+    if status.startswith("unavailable"):
+        return status
+    if status == "not computed":
+        return "not computed (run without --no-counterfactuals)"
+    if not pm.get("reproduced"):
+        return (
+            "not reproduced: the replay did not reach Emergency at that turn, so no change "
+            "is said to avoid it"
+        )
+    if pm.get("smallest_change"):
+        verified = "verified" if pm.get("smallest_change_verified") else "NOT verified"
+        return f"{pm.get('smallest_change_detail') or pm['smallest_change']} ({verified})"
+    return f"none of the {len(pm.get('counterfactuals') or [])} changes tried avoids it"
+
+
 def postmortem_table(found: Mapping[str, Any]) -> None:
-    """One line per emergency: where, what it dropped, the biggest contributor, the fix."""
+    """One row per emergency: the cause first, what happened in a sentence, the fix."""
     table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
-    for column in ("session", "turn", "dropped", "top contributor", "smallest change"):
+    for column in ("session", "turn", "cause", "what happened", "dropped", "fix"):
         table.add_column(column, overflow="fold")
     for pm in found["postmortems"]:
-        top = pm["top_contributors"][0] if pm["top_contributors"] else None
-        who = f"{top['role']} {top['tool_name'] or ''} ({top['tokens']:,} tokens)" if top else "–"
         dropped = f"{pm['dropped']['messages']} msgs / {pm['dropped']['tokens']:,} tokens"
         table.add_row(
-            pm["session_id"], str(pm["turn"]), dropped, who, str(pm["smallest_change"] or "–")
+            pm["session_id"],
+            str(pm["turn"]),
+            str(pm.get("cause") or "–"),
+            str(pm.get("explanation") or "–"),
+            dropped,
+            _fix(pm),
         )
     console.print(table)
 

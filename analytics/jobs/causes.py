@@ -13,7 +13,7 @@ The causes, tried in this order (the first that holds is the cause):
   what no compaction can take out of the newest turn (``newest_tokens``: the messages added
   since the previous turn that are not tool results or the task: a tool result can go to a
   file, the model's own reply and the user's words cannot). ``window_needed`` is the smallest
-  window at which those stay under Warn.
+  window at which the fixed part stays under Warn and, with the newest turn, under Emergency.
 - ``summarizer_failed``: the summariser failed on the way (an error code ``summarizer_failed:*``,
   ``summary_empty`` or ``summary_not_smaller`` on the record) and the fallback escalated.
 - ``undercount``: the calibrated estimator moved up at the last usage report by more than
@@ -180,7 +180,11 @@ def emergency_causes(
     out = base.with_columns(
         cause.alias("cause"),
         pl.col("emergency").alias("threshold"),
-        (carried // pl.col("warn") + 1).cast(pl.Int64).alias("window_needed"),
+        pl.max_horizontal(
+            pl.col("fixed_tokens") // pl.col("warn") + 1, carried // pl.col("emergency") + 1
+        )
+        .cast(pl.Int64)
+        .alias("window_needed"),
     )
     return conform(out, CAUSE_SCHEMA)
 

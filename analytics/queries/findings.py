@@ -17,7 +17,12 @@ from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_dicts
-from analytics.jobs.retention import ITEM_COLUMNS, SILENT_DROP_COLUMNS, anchor_survival
+from analytics.jobs.retention import (
+    DROP_REASON_COLUMNS,
+    ITEM_COLUMNS,
+    SILENT_DROP_COLUMNS,
+    anchor_survival,
+)
 from analytics.queries.materialize import Job, JobInputs, job_table
 from analytics.replay.counterfactual import (
     CounterfactualError,
@@ -60,7 +65,11 @@ def retention_json(store: EventStore, session: str | None = None) -> dict[str, A
     survival = anchor_survival(detail).to_dicts() if detail.height else []
     return {
         "items": items,
-        "silent_drops": drops.select(SILENT_DROP_COLUMNS).to_dicts() if drops.height else [],
+        "silent_drops": drops.select(
+            c for c in (*SILENT_DROP_COLUMNS, *DROP_REASON_COLUMNS) if c in drops.columns
+        ).to_dicts()
+        if drops.height
+        else [],
         "survival": survival,
     }
 

@@ -173,7 +173,7 @@ def test_claude_code_sub_agent_chains_become_child_sessions(
 def test_folder_import_skips_manifest_and_sources_with_one_issue_each(
     imported: dict[str, list[ImportedSession]],
 ) -> None:
-    sessions, issues = import_path(DEV)
+    sessions, issues = import_path([*DEV, MANIFEST, TRANSCRIPTS / "SOURCES.md"])
     assert len(sessions) == sum(len(v) for v in imported.values())
     assert sorted(Path(i.path).name for i in issues) == ["SOURCES.md", "manifest.json"]
     assert all("pass the format explicitly" in i.reason for i in issues)

@@ -154,7 +154,7 @@ def test_the_fixed_prompt_counts_the_newest_turns_own_words_but_not_its_tool_res
     found = _one(case)
     assert (found["fixed_tokens"], found["newest_tokens"]) == (900, 60)
     assert found["cause"] == "fixed_prompt"  # 900 + 60 >= 950: no compaction makes room
-    assert found["window_needed"] == 1601  # (900 + 60) / 0.6 = 1600
+    assert found["window_needed"] == 1501  # 900 / 0.6 = 1500 (under Warn); 960 / 0.95 = 1010.5
 
 
 def test_a_failed_summary_is_the_cause_with_its_code() -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from analytics.cli.main import app
 from analytics.store import EventStore
-from tests.transcripts import DEV
+from tests.analytics.replayed import replayed_home
 
 LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
 EFFECTIVE = f"FROM compactions WHERE tier > 0 AND coalesce(effective, true) AND {LIVE}"
@@ -28,10 +28,8 @@ TRUNCATION = (
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    home = tmp_path_factory.mktemp("dev16k")
+    home = replayed_home(16_000, tmp_path_factory)
     runner = CliRunner()
-    done = runner.invoke(app, ["replay", *map(str, DEV), "--window", "16000", "--home", str(home)])
-    assert done.exit_code == 0, done.output
     stats = runner.invoke(app, ["stats", "--json", "--home", str(home)])
     assert stats.exit_code == 0, stats.output
     return home, json.loads(stats.stdout)
