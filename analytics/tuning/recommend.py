@@ -96,7 +96,7 @@ def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
         f"# compactlens tune: {note}\n"
         f"# tool-time offload (OffloadHook with offload_threshold): {hook}\n"
     )
-    body = tomli_w.dumps(config.model_dump(mode="json"))
+    body = tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))  # TOML has no null
     path.write_text(header + body, encoding="utf-8")
     return path
 
