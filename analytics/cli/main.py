@@ -230,11 +230,18 @@ def replay(
 
 
 def _print_batch(result: IngestResult) -> None:
-    err_console.print(
-        f"+{result.new_events:,} events ({result.duplicates:,} duplicates, "
-        f"{result.quarantined:,} quarantined)",
-        highlight=False,
-    )
+    _print_skipped_spool(result)
+    if result.lines or result.quarantined:
+        err_console.print(
+            f"+{result.new_events:,} events ({result.duplicates:,} duplicates, "
+            f"{result.quarantined:,} quarantined)",
+            highlight=False,
+        )
+
+
+def _print_skipped_spool(result: IngestResult) -> None:
+    for line in result.skipped:
+        err_console.print(f"skipped: {line}", soft_wrap=True, highlight=False, markup=False)
 
 
 @app.command(cls=Command)
@@ -245,7 +252,8 @@ def ingest(
     ] = 0.5,
     home: HomeOption = None,
 ) -> None:
-    """Project the spool into the DuckDB store (exit 1 if spool lines were quarantined)."""
+    """Project the spool into the DuckDB store (exit 1 if spool lines were quarantined or a
+    spool file could not be read)."""
     root = resolve_home(home)
 
     def ready() -> None:
@@ -261,9 +269,11 @@ def ingest(
         else:
             with RunProgress() as bars:
                 report = run_ingest(root, on_ingest=bars.spool("projecting"))
+    if not watch:  # --watch said them as they came
+        _print_skipped_spool(report.result)
     print_quarantined(report.quarantined)
     ingest_summary(report)
-    if report.quarantined and not watch:
+    if (report.quarantined or report.result.skipped) and not watch:
         raise typer.Exit(1)
 
 
@@ -273,6 +283,7 @@ def rebuild(home: HomeOption = None) -> None:
     root = resolve_home(home)
     with handled(), RunProgress() as bars:
         report = run_rebuild(root, on_ingest=bars.spool("rebuilding"))
+    _print_skipped_spool(report.result)
     if report.backup is not None:
         console.print(
             f"old database kept as {report.backup} ({report.backup_bytes:,} bytes)",
