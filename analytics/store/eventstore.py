@@ -23,7 +23,13 @@ from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.commits import Committed, commit, reproject
 from analytics.store.diagnosis import diagnose, failure
 from analytics.store.export import export_parquet
-from analytics.store.files import OwnerLock, claim_parent
+from analytics.store.files import (
+    PRIVATE_UMASK,
+    OwnerLock,
+    claim_parent,
+    make_private,
+    private_files,
+)
 from analytics.store.schema import (
     DB_NAME,
     check_schema,
@@ -61,14 +67,26 @@ class EventStore:
             raise StoreError(
                 f"{self.path} does not exist yet: run `compactlens ingest` first", str(self.path)
             )
-        if not read_only:
-            claim_parent(self.path)
-        self._lock = owner_lock or OwnerLock(self.path, exclusive=not read_only)
+        self._private = not read_only
+        if self._private:  # what DuckDB creates from now on is 0600 (see files.private_files)
+            PRIVATE_UMASK.acquire()
+        try:
+            if not read_only:
+                claim_parent(self.path)
+            self._lock = owner_lock or OwnerLock(self.path, exclusive=not read_only)
+            self._open()
+        except BaseException:
+            if self._private:
+                PRIVATE_UMASK.release()
+            raise
+
+    def _open(self) -> None:
         try:
             self.con = self._connect()
             try:
                 self._check_or_create()
-                if not read_only:
+                if not self.read_only:
+                    make_private(self.path, self.path.with_name(self.path.name + ".wal"))
                     self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             except BaseException:
                 self.con.close()
@@ -106,6 +124,9 @@ class EventStore:
             self.con.close()
         finally:
             self._lock.release()
+            if self._private:
+                self._private = False
+                PRIVATE_UMASK.release()
 
     def __enter__(self) -> EventStore:
         return self
@@ -185,4 +206,6 @@ class EventStore:
         return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
 
     def export_parquet(self, out_dir: str | os.PathLike[str]) -> list[Path]:
-        return export_parquet(self.con, Path(out_dir))
+        """Every table as Parquet in ``out_dir`` (files 0600, a new folder 0700)."""
+        with private_files():
+            return export_parquet(self.con, Path(out_dir))

@@ -1,10 +1,12 @@
-"""The store's files on disk, without DuckDB: owner lock, header, foreign locks and backups.
+"""The store's files on disk, without DuckDB: owner lock, header, foreign locks, privacy and
+backups.
 
 ``EventStore`` asks this module what a database file IS when DuckDB cannot open it: held by a
 live owner (our owner lock file, or DuckDB's own lock taken by another program), not writable,
-no DuckDB file at all, or a DuckDB file of another storage version. ``rebuild`` uses it to move
-a database aside as a backup and prune older backups. It never opens a database and never
-interprets DuckDB's error messages.
+no DuckDB file at all, or a DuckDB file of another storage version. ``private_files`` keeps
+everything the store creates 0600 (folders 0700), as private as the spool it comes from.
+``rebuild`` uses it to move a database aside as a backup and prune older backups. It never
+opens a database and never interprets DuckDB's error messages.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import struct
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +110,59 @@ def disk_full(path: Path) -> str | None:
     )
 
 
+class _PrivateUmask:
+    """The process umask, with group and other bits masked while any holder needs it.
+
+    DuckDB creates its files (the database, and the write-ahead log again after every
+    checkpoint) with mode 0666 less the umask, and offers no setting of its own; so while a
+    writable store or an export is open, the process umask masks 0o077 as well. It is
+    process-wide: other threads' files made meanwhile are private too, never more open. The
+    last holder to leave gives back the umask the first one found."""
+
+    MASK = 0o077
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._before = 0
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._before = os.umask(0)
+                os.umask(self._before | self.MASK)
+            self._depth += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                os.umask(self._before)
+
+
+PRIVATE_UMASK = _PrivateUmask()
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders created meanwhile are 0600 and 0700 (see ``_PrivateUmask``)."""
+    PRIVATE_UMASK.acquire()
+    try:
+        yield
+    finally:
+        PRIVATE_UMASK.release()
+
+
+def make_private(*paths: Path) -> None:
+    """Take group and other permissions off existing regular files (a store an earlier
+    release made 0644); anything else, or a file we may not change, is left as it is."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode) and mode & 0o077:
+                os.chmod(path, stat.S_IMODE(mode) & ~0o077)
+
+
 def claim_parent(path: Path) -> None:
     """Create the database's directory, or say why it cannot be (StoreUnwritableError)."""
     try:
@@ -121,7 +179,7 @@ class OwnerLock:
         self.exclusive = exclusive
         self._fd: int | None = None
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             if exclusive:
                 raise unwritable(db, unwritable_reason(db) or exc.strerror or str(exc)) from exc
