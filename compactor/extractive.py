@@ -224,13 +224,21 @@ def _intent_anchor(found: _Findings, old: list[str]) -> str:
     return items[0] if len(items) == 1 else _bullets(items)
 
 
+def split_prose_sentences(content: str) -> list[str]:
+    """The sentences the decision rule reads: a message's scanned window, code fences removed."""
+    return _sentences(_FENCE_RE.sub(" ", window(content)))
+
+
+def is_decision(sentence: str) -> bool:
+    """Whether one sentence (from ``split_prose_sentences``) is phrased as a key decision."""
+    return _DECISION_RE.search(sentence) is not None
+
+
 def _decisions(content: str) -> list[str]:
     prose = window(content)
     if not _DECISION_RE.search(prose):
         return []  # the common case costs one search, no sentence splitting
-    lines = _FENCE_RE.sub(" ", prose).splitlines()
-    hits = (s for line in lines if _DECISION_RE.search(line) for s in _sentences(line))
-    found = [clip(s, _ITEM_CHARS) for s in hits if _DECISION_RE.search(s)]
+    found = [clip(s, _ITEM_CHARS) for s in split_prose_sentences(content) if is_decision(s)]
     return found[-_MAX_DECISIONS:]  # only the newest survive the cap anyway
 
 
