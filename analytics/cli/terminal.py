@@ -26,6 +26,7 @@ from rich.text import Text
 
 from analytics.cli.commands import FileProgress, IngestReport, RunReport
 from analytics.importers import ImportIssue
+from analytics.jobs.explanations import fix_words
 from analytics.store import QuarantinedLine
 from analytics.store.projector import IngestResult
 from analytics.store.projector import Progress as IngestProgress
@@ -354,27 +355,6 @@ def _compaction_at(turn: int | None, tier: str | None, compaction_id: str) -> st
     return f"{where} {tier or ''} ({compaction_id[:8]})".replace("  ", " ")
 
 
-def _fix(pm: Mapping[str, Any]) -> str:
-    """What to change, in words: the verified change, or why there is none."""
-    if pm.get("cause") == "fixed_prompt" and not pm.get("smallest_change_verified"):
-        needed = pm.get("window_needed")
-        return f"no config avoids it: a window of {needed:,}+ tokens" if needed else "none"
-    status = str(pm.get("counterfactual_status") or "")
-    if status.startswith("unavailable"):
-        return status
-    if status == "not computed":
-        return "not computed (run without --no-counterfactuals)"
-    if not pm.get("reproduced"):
-        return (
-            "not reproduced: the replay did not reach Emergency at that turn, so no change "
-            "is said to avoid it"
-        )
-    if pm.get("smallest_change"):
-        verified = "verified" if pm.get("smallest_change_verified") else "NOT verified"
-        return f"{pm.get('smallest_change_detail') or pm['smallest_change']} ({verified})"
-    return f"none of the {len(pm.get('counterfactuals') or [])} changes tried avoids it"
-
-
 def postmortem_table(found: Mapping[str, Any]) -> None:
     """One row per emergency: the cause first, what happened in a sentence, the fix."""
     table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
@@ -388,7 +368,7 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
             str(pm.get("cause") or "–"),
             str(pm.get("explanation") or "–"),
             dropped,
-            _fix(pm),
+            fix_words(pm),
         )
     console.print(table)
 

@@ -152,3 +152,25 @@ def reconcile(item: dict[str, Any]) -> dict[str, Any]:
             "emergency (verified by replaying the whole session)."
         )
     return item
+
+
+def fix_words(pm: Mapping[str, Any]) -> str:
+    """What to change, in words, for a post-mortem (as ``postmortem --json`` gives it): the
+    verified change, or why there is none. The CLI and the report print it alike."""
+    if pm.get("cause") == "fixed_prompt" and not pm.get("smallest_change_verified"):
+        needed = pm.get("window_needed")
+        return f"no config avoids it: a window of {needed:,}+ tokens" if needed else "none"
+    status = str(pm.get("counterfactual_status") or "")
+    if status.startswith("unavailable"):
+        return status
+    if status == "not computed":
+        return "not computed (run without --no-counterfactuals)"
+    if not pm.get("reproduced"):
+        return (
+            "not reproduced: the replay did not reach Emergency at that turn, so no change "
+            "is said to avoid it"
+        )
+    if pm.get("smallest_change"):
+        verified = "verified" if pm.get("smallest_change_verified") else "NOT verified"
+        return f"{pm.get('smallest_change_detail') or pm['smallest_change']} ({verified})"
+    return f"none of the {len(pm.get('counterfactuals') or [])} changes tried avoids it"

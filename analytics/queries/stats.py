@@ -43,6 +43,25 @@ SELECT
 """.replace("{live}", queries.LIVE).replace("{effective}", queries.EFFECTIVE)
 
 
+_NOOPS_SQL = """
+WITH t AS (
+  SELECT session_id, seq, tier,
+         lag(seq) OVER (PARTITION BY session_id ORDER BY seq) AS prev
+  FROM turns WHERE {live})
+SELECT
+  (SELECT count(*) FROM t WHERE tier > 0 AND NOT EXISTS (
+     SELECT 1 FROM compactions c
+     WHERE c.session_id = t.session_id AND c.tier > 0 AND {effective_c}
+       AND c.seq < t.seq AND c.seq > coalesce(t.prev, -1)))
+  + (SELECT count(*) FROM compactions
+     WHERE tier > 0 AND NOT {effective} AND trigger = 'manual' AND {live})
+""".replace("{live}", queries.LIVE).replace("{effective}", queries.EFFECTIVE)
+"""Every call that decided a tier and changed nothing (SPEC 3.3a.5): each turn whose view was
+prepared at a tier above NONE with no effective compaction since the turn before (a session
+emits the first no-op of a run only, but every turn has its ``view_prepared``), plus manual
+``/compact`` calls that had nothing to do."""
+
+
 def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, Any]:
     """The SPEC 5.3 ``stats --json`` object (plus a few more keys; none renamed)."""
     counts = store.query(_COUNTS_SQL).row(0, named=True)
@@ -52,7 +71,7 @@ def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, A
     out: dict[str, Any] = {
         "sessions": counts["sessions"],
         "turns": counts["turns"],
-        "compactions": _compactions(compactions),
+        "compactions": _compactions(compactions, _noop_calls(store)),
         "emergency": _emergency(compactions, turns, sessions),
         "compression": _compression(compactions, sessions),
         "tokens": _tokens(store),
@@ -80,11 +99,15 @@ def _count(store: EventStore, table: str) -> int:
     return int(store.query(f"SELECT count(*) FROM {table}").item())
 
 
-def _compactions(compactions: pl.DataFrame) -> dict[str, Any]:
-    real = compactions.filter(pl.col("tier") > 0)
-    effective = real.filter(is_effective())
+def _noop_calls(store: EventStore) -> int:
+    effective = queries.EFFECTIVE.replace("effective", "c.effective")
+    return int(store.query(_NOOPS_SQL.replace("{effective_c}", effective)).item() or 0)
+
+
+def _compactions(compactions: pl.DataFrame, noops: int) -> dict[str, Any]:
+    effective = compactions.filter((pl.col("tier") > 0) & is_effective())
     by_tier = {t.name: effective.filter(pl.col("tier") == int(t)).height for t in TIERS}
-    return {"total": effective.height, "noops": real.height - effective.height, "by_tier": by_tier}
+    return {"total": effective.height, "noops": noops, "by_tier": by_tier}
 
 
 def _emergency(

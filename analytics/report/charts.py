@@ -226,9 +226,16 @@ def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
     )
 
 
+def short_label(session_id: str, width: int = 28) -> str:
+    """A session id short enough for an axis or a legend: its start and its end."""
+    text = str(session_id)
+    return text if len(text) <= width else f"{text[: width - 10]}…{text[-9:]}"
+
+
 def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
     """Tokens billed against the uncompacted history for the largest sessions
-    (``job_session_timeline`` rows)."""
+    (``job_session_timeline`` rows), as horizontal bars: long session ids read along the
+    y axis instead of squashing the plot."""
     # no rows may mean no columns either (a job that never ran): sort only what is there
     rows = (
         timeline.sort("tokens_uncompacted", descending=True).head(top)
@@ -236,22 +243,28 @@ def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
         else timeline
     )
     sessions = rows.get_column("session_id").to_list() if rows.height else []
+    labels = [short_label(s) for s in sessions]
     fig = go.Figure()
     for column, name in (("tokens_billed", "billed"), ("tokens_uncompacted", "without compaction")):
         values = rows.get_column(column).to_list() if rows.height else []
-        fig.add_trace(go.Bar(x=sessions, y=values, name=name))
-    fig.update_layout(barmode="group")
+        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h", customdata=sessions))
+    fig.update_layout(barmode="group", height=max(400, 28 * len(labels) + 150))
+    fig.update_yaxes(autorange="reversed", automargin=True)
     return _layout(
         fig,
         f"Tokens billed vs without compaction (the {top} largest sessions)",
-        "session",
         "tokens (summed over turns)",
+        "session",
     )
 
 
-def lead_ups_figure(lead_ups: pl.DataFrame, top: int = 20) -> go.Figure:
-    """The ratio in the turns before each of the first ``top`` emergencies, one line each
-    (``job_lead_up`` rows: ``session_id``, ``compaction_id``, ``seq``, ``turn``, ``ratio``)."""
+def lead_ups_figure(
+    lead_ups: pl.DataFrame, top: int = 20, emergencies: pl.DataFrame | None = None
+) -> go.Figure:
+    """The ratio the tier was decided on, turn by turn up to and including each of the first
+    ``top`` emergencies, one line each (``job_lead_up`` rows: ``session_id``,
+    ``compaction_id``, ``seq``, ``turn``, ``ratio``), named by session, turn and (from
+    ``emergencies``, ``job_emergencies`` rows) cause, with the Emergency threshold drawn."""
     fig = go.Figure()
     # the first emergencies by session and time, whatever order the table was written in
     ordered = lead_ups.sort("session_id", "seq") if lead_ups.height else lead_ups
@@ -260,19 +273,28 @@ def lead_ups_figure(lead_ups: pl.DataFrame, top: int = 20) -> go.Figure:
         if ordered.height
         else []
     )
+    causes: dict[str, str] = {}
+    if emergencies is not None and {"compaction_id", "cause"} <= set(emergencies.columns):
+        causes = dict(emergencies.select("compaction_id", "cause").iter_rows())
     for cid in ids:
         rows = ordered.filter(pl.col("compaction_id") == cid)
+        turn = int(rows.get_column("turn").max() or 0)  # type: ignore[arg-type]
+        why = f" · {causes[cid]}" if causes.get(cid) else ""
         fig.add_trace(
             go.Scatter(
                 x=rows.get_column("turn").to_list(),
                 y=rows.get_column("ratio").to_list(),
                 mode="lines+markers",
-                name=str(cid)[:8],
+                name=f"{short_label(rows.get_column('session_id')[0], 22)} t{turn}{why}",
             )
         )
-    return _layout(
+    fig.add_hline(y=0.95, line={"dash": "dot", "color": TIER_COLOURS["EMERGENCY"]})
+    fig.update_layout(height=520)
+    fig = _layout(
         fig,
-        f"Context ratio in the turns before each emergency (first {top})",
+        f"Context ratio in the turns up to each emergency (first {top})",
         "turn (model call)",
-        "ratio of the window (0–1)",
+        "ratio of the window the tier was decided on (0–1)",
     )
+    fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1})
+    return fig

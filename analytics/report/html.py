@@ -1,21 +1,27 @@
 """``compactlens report FILE.html``: one self-contained HTML file to attach to a post-mortem.
 
-The headline figures (``analytics.queries.stats``), then Plotly figures: effective compactions per
-tier, compression ratio percentiles per tier, tokens billed against the uncompacted history
-per session, anchor survival per type, and each emergency's lead-up. plotly.js is inlined once,
-so the file opens offline. Every text value is HTML-escaped. It reads the store and writes the
-one file; it computes no figure of its own.
+The headline figures (``analytics.queries.stats``), the emergency post-mortems (cause first,
+what happened, the fix), the silent drops (why, and where by turn and tier) and the newest
+tuning recommendation (the TOML file ``replay --config`` loads), then Plotly figures: effective
+compactions per tier, compression ratio percentiles per tier, tokens billed against the
+uncompacted history per session, anchor survival per type, and each emergency's lead-up.
+plotly.js is inlined once, so the file opens offline. Every text value is HTML-escaped. It reads
+the store (and the home's tuning folder) and writes the one file; it computes no figure of its
+own.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import html
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from analytics.jobs.explanations import fix_words
+from analytics.queries.findings import postmortem_json, retention_json
 from analytics.queries.materialize import job_table
 from analytics.queries.stats import fleet_stats
 from analytics.report.charts import (
@@ -81,6 +87,60 @@ def _survival_rows(stats: dict[str, Any]) -> pl.DataFrame:
     )
 
 
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]], empty: str) -> str:
+    if not rows:
+        return f'<p class="empty">{html.escape(empty)}</p>'
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _postmortems(store: EventStore, limit: int = 50) -> str:
+    found = postmortem_json(store)["postmortems"]
+    rows = [
+        (p["session_id"], p["turn"], p.get("cause"), p.get("explanation"), fix_words(p))
+        for p in found[:limit]
+    ]
+    more = f" (the first {limit} of {len(found)})" if len(found) > limit else ""
+    headers = ("session", "turn", "cause", "what happened", "fix")
+    return f"<p>{len(found):,} emergencies{more}.</p>" + _table(
+        headers, rows, "No emergency truncation in this store."
+    )
+
+
+def _silent_drops(store: EventStore, limit: int = 50) -> str:
+    drops = retention_json(store)["silent_drops"]
+    rows = [
+        (
+            d["session_id"],
+            d["anchor_type"],
+            d["item"],
+            d.get("dropped_turn"),
+            d.get("dropped_tier"),
+            d.get("reason"),
+        )
+        for d in drops[:limit]
+    ]
+    headers = ("session", "anchor", "item", "dropped at turn", "tier", "why")
+    return _table(headers, rows, "No intent or key decision was silently dropped.")
+
+
+def _recommendation(home: Path | None) -> str:
+    """The newest tuning recommendation under ``<home>/tuning``, as the file says it."""
+    found = (
+        sorted((home / "tuning").glob("*-recommended*.toml"), key=lambda p: p.stat().st_mtime)
+        if home is not None
+        else []
+    )
+    if not found:
+        return '<p class="empty">No tuning run here yet: `compactlens tune PATH --window N`.</p>'
+    newest = found[-1]
+    text = newest.read_text(encoding="utf-8", errors="replace")
+    return f"<p>{html.escape(str(newest))}</p><pre>{html.escape(text)}</pre>"
+
+
 def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None) -> Path:
     """Write the report to ``out`` (parents created) and return its path."""
     stats = fleet_stats(store, spool_dir)
@@ -89,7 +149,9 @@ def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None)
         compression_figure(_compression_rows(stats)),
         billing_figure(job_table(store, "job_session_timeline")),
         survival_figure(_survival_rows(stats), "Anchor item survival, whole fleet"),
-        lead_ups_figure(job_table(store, "job_lead_up")),
+        lead_ups_figure(
+            job_table(store, "job_lead_up"), emergencies=job_table(store, "job_emergencies")
+        ),
     ]
     parts = [
         fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figures)
@@ -100,6 +162,12 @@ def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None)
             f"<h1>compactlens report</h1><p>{html.escape(str(store.path))} · {stamp}</p>",
             "<h2>Headline figures</h2>",
             _figures_table(stats),
+            "<h2>Emergency post-mortems</h2>",
+            _postmortems(store),
+            "<h2>Silent drops of intent and key decisions</h2>",
+            _silent_drops(store),
+            "<h2>Tuning recommendation</h2>",
+            _recommendation(spool_dir.parent if spool_dir is not None else None),
             *(
                 f"<h2>{html.escape(fig.layout.title.text)}</h2>{part}"
                 for fig, part in zip(figures, parts, strict=True)

@@ -19,8 +19,21 @@ def test_billing_figure_draws_the_largest_sessions_billed_and_uncompacted() -> N
     fig = billing_figure(timeline, top=2)
 
     assert [t.name for t in fig.data] == ["billed", "without compaction"]
-    assert list(fig.data[0].x) == ["b", "a"] and list(fig.data[0].y) == [300, 10]
-    assert "2 largest" in fig.layout.title.text and fig.layout.yaxis.title.text
+    # horizontal bars: the session ids read along the y axis, the tokens along x
+    assert list(fig.data[0].y) == ["b", "a"] and list(fig.data[0].x) == [300, 10]
+    assert fig.data[0].orientation == "h"
+    assert "2 largest" in fig.layout.title.text and fig.layout.xaxis.title.text
+
+
+def test_long_session_ids_are_shortened_on_the_axis_but_kept_whole_for_hover() -> None:
+    long_id = "chat-history-a9a89dfd:1027@16000#93b6981c-" + "x" * 40
+    timeline = pl.DataFrame(
+        {"session_id": [long_id], "tokens_billed": [1], "tokens_uncompacted": [2]}
+    )
+    fig = billing_figure(timeline)
+    (label,) = fig.data[0].y
+    assert len(label) <= 28 and label.startswith("chat-history") and label.endswith(long_id[-9:])
+    assert list(fig.data[0].customdata) == [long_id]
 
 
 def test_lead_ups_figure_draws_one_line_per_emergency_up_to_top() -> None:
@@ -52,5 +65,21 @@ def test_lead_ups_are_drawn_for_the_first_emergencies_whatever_the_table_order()
         }
     )
     fig = lead_ups_figure(rows, top=2)
-    assert [t.name for t in fig.data] == ["c-first", "c-second"]
+    assert [t.name for t in fig.data] == ["s1 t2", "s1 t5"]  # session and emergency turn
     assert list(fig.data[0].x) == [1, 2]
+
+
+def test_lead_up_lines_are_named_by_session_turn_and_cause() -> None:
+    rows = pl.DataFrame(
+        {
+            "session_id": ["s1", "s1"],
+            "compaction_id": ["e1", "e1"],
+            "seq": [1, 2],
+            "turn": [1, 2],
+            "ratio": [0.3, 0.97],
+        }
+    )
+    causes = pl.DataFrame({"compaction_id": ["e1"], "cause": ["burst"]})
+    fig = lead_ups_figure(rows, emergencies=causes)
+    assert [t.name for t in fig.data] == ["s1 t2 · burst"]
+    assert fig.layout.shapes[0].y0 == 0.95  # the Emergency threshold is drawn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -57,3 +58,34 @@ def test_a_report_of_a_store_without_sessions_is_written_with_empty_figures(
     assert done.exception is None
     page = out.read_text(encoding="utf-8")
     assert len(re.findall(r'class="plotly-graph-div"', page)) == 5
+
+
+def test_the_report_lists_the_postmortems_cause_first_and_the_newest_recommendation(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    sink = SpoolSink(home / "spool")
+    for seed in range(6):
+        run_session(home, sink, seed)
+    sink.close()
+    ingest(home)
+    runner = CliRunner()
+    found = json.loads(runner.invoke(app, ["postmortem", "--json", "--home", str(home)]).stdout)
+    (home / "tuning").mkdir()
+    old = home / "tuning" / "old-recommended.toml"
+    old.write_text("warn = 0.5\n", encoding="utf-8")
+    os.utime(old, (1_000_000_000, 1_000_000_000))  # written long before the newest run
+    newest = home / "tuning" / "run2-recommended.toml"
+    newest.write_text("# chosen on 4 sessions\nwarn = 0.55\n", encoding="utf-8")
+    out = tmp_path / "report.html"
+
+    done = runner.invoke(app, ["report", str(out), "--home", str(home)])
+
+    assert done.exit_code == 0, done.output
+    page = out.read_text(encoding="utf-8")
+    postmortems = found["postmortems"]
+    assert postmortems, "the synthetic sessions were meant to reach Emergency"
+    assert f"<p>{len(postmortems):,} emergencies" in page
+    for pm in postmortems[:50]:
+        assert f"<td>{pm['cause']}</td>" in page
+    assert str(newest) in page and "warn = 0.55" in page and "warn = 0.5\n" not in page
