@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs.common import BYTES_PER_TOKEN, conform
+from analytics.jobs.common import BYTES_PER_TOKEN, conform, estimator_params
 from analytics.jobs.tools import tool_names
 
 CAUSES = ("manual", "fixed_prompt", "summarizer_failed", "undercount", "burst", "growth")
@@ -116,20 +116,6 @@ _USAGE_SCHEMA = {
     "estimated_input_tokens": pl.Int64(),
     "raw_estimated_tokens": pl.Int64(),
 }
-
-
-def estimator_params(column: str = "estimator") -> tuple[pl.Expr, pl.Expr]:
-    """(slope, overhead) of an estimator name: ``bytes/4*S+O``, ``bytes/4*calibrated(F)`` or
-    anything else (``bytes/4``: slope 1, overhead 0)."""
-    name = pl.col(column).cast(pl.String)
-    overhead_form = r"^bytes/4\*([\d.]+)\+([\d.]+)$"
-    slope = pl.coalesce(
-        name.str.extract(overhead_form, 1).cast(pl.Float64, strict=False),
-        name.str.extract(r"^bytes/4\*calibrated\(([\d.]+)\)$", 1).cast(pl.Float64, strict=False),
-        pl.lit(1.0),
-    )
-    overhead = name.str.extract(overhead_form, 2).cast(pl.Float64, strict=False).fill_null(0.0)
-    return slope, overhead
 
 
 def emergency_causes(

@@ -36,7 +36,7 @@ import polars as pl
 
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, TurnUsage
-from analytics.jobs.common import BYTES_PER_TOKEN
+from analytics.jobs.common import BYTES_PER_TOKEN, CALIBRATED_NAME, OVERHEAD_NAME
 from analytics.replay.changes import Change, catalogue
 from analytics.replay.driver import replay_session, summarizer_spec
 from compactor import (
@@ -386,8 +386,8 @@ class FixedEstimator:
     def from_name(cls, name: str | None) -> FixedEstimator:
         """``bytes/4``, ``bytes/4*calibrated(F)`` or ``bytes/4*S+O``; anything else: bytes/4."""
         text = name or "bytes/4"
-        if match := re.fullmatch(r"bytes/4\*calibrated\(([\d.]+)\)", text):
+        if match := re.fullmatch(CALIBRATED_NAME, text):
             return cls(float(match.group(1)), 0.0, text)
-        if match := re.fullmatch(r"bytes/4\*([\d.]+)\+([\d.]+)", text):
+        if match := re.fullmatch(OVERHEAD_NAME, text):
             return cls(float(match.group(1)), float(match.group(2)), text)
         return cls()
