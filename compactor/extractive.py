@@ -59,13 +59,47 @@ _MAX_COMMANDS = 10
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-_DECISION_RE = re.compile(
-    r"\b(?:I(?:'|’|\s+wi)ll\s+(?:use|go with|switch|implement|modify|change|replace|keep|fix)"
-    r"|let'?s\s+(?:use|go with)|we(?:'|’)ll use|decided|decide to|instead of|rather than"
-    r"|we should|should use|going with|chose|choose to|opted|opt for|the fix is"
-    r"|the solution is|the approach is|switch(?:ed|ing)? to)\b|决定|改用|选择",
-    re.IGNORECASE,
+# Key decisions are the agent's own choices, so every form needs a chooser: a first-person
+# commitment to a change, a choice word, the fix it settles on, or an alternative it takes. Bare
+# "instead of" / "rather than" mostly describe code or a symptom ("the query groups by id instead
+# of email") and no longer count on their own; nor do verbs that only investigate (run, check).
+_NO_CONTENT = r"(?:it|this|that|these|those|them)(?:\s+(?:issues?|problems?|bugs?|errors?))?"
+_INVESTIGATE = r"(?:see|check|test|find|look|inspect|verify|understand|investigate|explore|examine)"
+_CHANGE = (
+    r"(?:go with|switch|modify|change|replace|keep|add|remove|delete|update|catch|handle|adjust"
+    r"|ensure|make sure|suppress|wrap|return|raise|pass|convert|skip|avoid|drop|revert|rename"
+    r"|refactor|rewrite|override|stick with|set(?!\s+up\b)|move(?!\s+(?:on|forward|ahead)\b)"
+    # a verb that names no choice when its object says nothing: "let's fix it", "I'll
+    # implement the changes", "I'll use curl to see what it returns" (investigating)
+    rf"|fix(?!\s+{_NO_CONTENT}\s*(?:[.:!]|$|by\s+editing\b))"
+    r"|implement(?!\s+(?:(?:the|these|those|a|an)\s+)?(?:changes?|fix(?:es)?|them|it|this)\b)"
+    rf"|use(?!\s.{{0,100}}?\bto\s+{_INVESTIGATE}\b))"
 )
+_ADVERB = r"(?:(?:also|first|just|now|instead|then|simply|still|only|not|never|probably)\s+)?"
+_APOS = r"(?:'|’)"
+_DECISION_RES = (
+    # a commitment: "I'll use", "we should catch", "we're going to keep", "let's modify"
+    rf"\b(?:I|we)(?:{_APOS}ll|\s+will|\s+should|\s+(?:am|are)\s+going\s+to"
+    rf"|{_APOS}(?:m|re)\s+going\s+to)\s+{_ADVERB}{_CHANGE}\b",
+    rf"\blet{_APOS}?s\s+{_ADVERB}{_CHANGE}\b",
+    # a choice word with a chooser
+    rf"\b(?:I|we)(?:{_APOS}ve|\s+have)?\s+(?:decided|chose|opted|settled on)\b"
+    rf"|\b(?:I|we)(?:{_APOS}ll|\s+will)?\s+(?:choose|opt)\s+(?:to|for)\b|^going with\b",
+    # the fix settled on: "the fix is to ...", "I think the simplest fix is that ..."
+    r"\bthe\s+(?:\w+\s+)?(?:fix|solution|approach)\s+(?:is|will be)\s+(?:to\b|that\b|:)",
+    # an alternative taken: "Instead of X, let me Y", "Used X instead of Y", "We pass X rather
+    # than Y" (a sentence that starts with the chooser or the verb, not with the code)
+    rf"^(?:instead of|rather than)\b[^,]*,\s*(?:let me|let{_APOS}s|I|we)\b",
+    r"^(?:(?:I|we)\s+)?(?:used?|pass(?:ed)?|call(?:ed)?|return(?:ed)?|switch(?:ed)?|replaced?"
+    r"|keep|kept|stored?|chose|convert(?:ed)?|wrap(?:ped)?|raised?|moved?)\b"
+    r".*?\b(?:instead of|rather than)\b",
+    r"决定|改用|选择",
+)
+# A choice weighed but not made: "Maybe I should ...", "let me check whether we should ...".
+_HEDGE_RE = re.compile(
+    r"^(?:maybe|perhaps|possibly)\b|\b(?:if|whether)\s+(?:I|we)\s+should\b", re.IGNORECASE
+)
+_DECISION_RE = re.compile("|".join(f"(?:{r})" for r in _DECISION_RES), re.IGNORECASE)
 _PLAN_RE = re.compile(
     r"\b(?:next|then|I(?:'|’)ll|I will|now I|let me|let'?s|TODO|need to|going to|plan to)\b"
     r"|接下来|然后|下一步|需要",
@@ -231,13 +265,14 @@ def split_prose_sentences(content: str) -> list[str]:
 
 def is_decision(sentence: str) -> bool:
     """Whether one sentence (from ``split_prose_sentences``) is phrased as a key decision."""
-    return _DECISION_RE.search(sentence) is not None
+    text = _BULLET_RE.sub("", sentence)
+    if text.endswith("?") or _HEDGE_RE.search(text):
+        return False
+    return _DECISION_RE.search(text) is not None
 
 
 def _decisions(content: str) -> list[str]:
-    prose = window(content)
-    if not _DECISION_RE.search(prose):
-        return []  # the common case costs one search, no sentence splitting
+    # Sentence-start forms cannot be searched for in the whole text first: split the bounded window.
     found = [clip(s, _ITEM_CHARS) for s in split_prose_sentences(content) if is_decision(s)]
     return found[-_MAX_DECISIONS:]  # only the newest survive the cap anyway
 
