@@ -63,23 +63,27 @@ _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 # commitment to a change, a choice word, the fix it settles on, or an alternative it takes. Bare
 # "instead of" / "rather than" mostly describe code or a symptom ("the query groups by id instead
 # of email") and no longer count on their own; nor do verbs that only investigate (run, check).
-_NO_CONTENT = r"(?:it|this|that|these|those|them)(?:\s+(?:issues?|problems?|bugs?|errors?))?"
+_NO_CONTENT = (
+    r"(?:it|this|that|these|those|them|the\s+code)(?:\s+(?:issues?|problems?|bugs?|errors?))?"
+)
 _INVESTIGATE = r"(?:see|check|test|find|look|inspect|verify|understand|investigate|explore|examine)"
 _CHANGE = (
     r"(?:go with|switch|modify|change|replace|keep|add|remove|delete|update|catch|handle|adjust"
     r"|ensure|make sure|suppress|wrap|return|raise|pass|convert|skip|avoid|drop|revert|rename"
+    r"|clean up|focus on|be using"
     r"|refactor|rewrite|override|stick with|set(?!\s+up\b)|move(?!\s+(?:on|forward|ahead)\b)"
     # a verb that names no choice when its object says nothing: "let's fix it", "I'll
     # implement the changes", "I'll use curl to see what it returns" (investigating)
-    rf"|fix(?!\s+{_NO_CONTENT}\s*(?:[.:!]|$|by\s+editing\b))"
+    rf"|fix(?!\s+{_NO_CONTENT}\s*(?:[.:!]|$|and\b|by\s+editing\b))"
     r"|implement(?!\s+(?:(?:the|these|those|a|an)\s+)?(?:changes?|fix(?:es)?|them|it|this)\b)"
     rf"|use(?!\s.{{0,100}}?\bto\s+{_INVESTIGATE}\b))"
 )
-_ADVERB = r"(?:(?:also|first|just|now|instead|then|simply|still|only|not|never|probably)\s+)?"
+_ADVERB = r"(?:(?:also|first|just|now|instead|then|simply|still|only|not|probably)\s+)?"
 _APOS = r"(?:'|’)"
+_MAYBE = r"(?:could|might|can|may)\b"  # an option, not a choice
 _DECISION_RES = (
     # a commitment: "I'll use", "we should catch", "we're going to keep", "let's modify"
-    rf"\b(?:I|we)(?:{_APOS}ll|\s+will|\s+should|\s+(?:am|are)\s+going\s+to"
+    rf"\b(?:I|we)(?:{_APOS}ll|\s+will|\s+should|\s+need\s+to|\s+(?:am|are)\s+going\s+to"
     rf"|{_APOS}(?:m|re)\s+going\s+to)\s+{_ADVERB}{_CHANGE}\b",
     rf"\blet{_APOS}?s\s+{_ADVERB}{_CHANGE}\b",
     # a choice word with a chooser
@@ -89,15 +93,17 @@ _DECISION_RES = (
     r"\bthe\s+(?:\w+\s+)?(?:fix|solution|approach)\s+(?:is|will be)\s+(?:to\b|that\b|:)",
     # an alternative taken: "Instead of X, let me Y", "Used X instead of Y", "We pass X rather
     # than Y" (a sentence that starts with the chooser or the verb, not with the code)
-    rf"^(?:instead of|rather than)\b[^,]*,\s*(?:let me|let{_APOS}s|I|we)\b",
-    r"^(?:(?:I|we)\s+)?(?:used?|pass(?:ed)?|call(?:ed)?|return(?:ed)?|switch(?:ed)?|replaced?"
-    r"|keep|kept|stored?|chose|convert(?:ed)?|wrap(?:ped)?|raised?|moved?)\b"
+    rf"^(?:instead of|rather than)\b[^,]*,\s*(?:let me|let{_APOS}s|(?:I|we)(?!\s+{_MAYBE}))\b",
+    rf"^(?:(?:I|we)(?:{_APOS}ve|\s+have)?\s+)?(?:used?|pass(?:ed)?|call(?:ed)?|return(?:ed)?"
+    r"|switch(?:ed)?|replaced?|keep|kept|stored?|chose|convert(?:ed)?|wrap(?:ped)?|raised?|moved?"
+    r"|updated|changed|modified)\b"
     r".*?\b(?:instead of|rather than)\b",
     r"决定|改用|选择",
 )
 # A choice weighed but not made: "Maybe I should ...", "let me check whether we should ...".
 _HEDGE_RE = re.compile(
-    r"^(?:maybe|perhaps|possibly)\b|\b(?:if|whether)\s+(?:I|we)\s+should\b", re.IGNORECASE
+    r"^(?:maybe|perhaps|possibly)\b|\b(?:if|whether)\s+(?:I|we)\s+(?:should|need\s+to)\b",
+    re.IGNORECASE,
 )
 _DECISION_RE = re.compile("|".join(f"(?:{r})" for r in _DECISION_RES), re.IGNORECASE)
 _PLAN_RE = re.compile(
