@@ -52,10 +52,13 @@ def timeline_figure(
     window: int,
     reserve: int = 0,
     title: str = "Context tokens per turn",
+    notes: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Tokens of the view sent each turn (``turn_timeline`` rows), the uncompacted history,
     threshold bands from Warn up, and one marker trace per tier at each compaction (rows of
-    ``compaction_turns``: turn, tokens_before, tier_name, id in customdata)."""
+    ``compaction_turns``: turn, tokens_before, tier_name, id in customdata). The y axis holds
+    the window, every view and every marker. ``notes`` (turn, tokens, text) are drawn as
+    arrows, e.g. where the estimator learned a prompt the provider counted."""
     fig = _turn_lines(turns)
     _bands(fig, threshold_tokens(thresholds, window, reserve), window)
     for tier in TIERS:
@@ -73,9 +76,38 @@ def timeline_figure(
                 hovertemplate=f"{tier} at turn %{{x}}<br>%{{y}} tokens before<extra></extra>",
             )
         )
-    peak = max([float(window), *[float(v) for v in turns.get_column("tokens").drop_nulls()]])
-    fig.update_yaxes(range=[0, peak * 1.08])
+    fig.update_yaxes(range=[0, _y_top(turns, markers, window)])
+    if notes is not None:
+        _notes(fig, notes)
     return _layout(fig, title, "turn (model call)", "tokens")
+
+
+def _y_top(turns: pl.DataFrame, markers: pl.DataFrame, window: int) -> float:
+    """The top of the y axis: above the window, every view sent and every compaction marker
+    (a compaction's ``tokens_before`` is its own estimate of the history it started from, which
+    can be far above any view sent: an Emergency at 62,033 tokens on a 16k window)."""
+    values = [float(window), *(float(v) for v in turns.get_column("tokens").drop_nulls())]
+    if markers.height and "tokens_before" in markers.columns:
+        values += [float(v) for v in markers.get_column("tokens_before").drop_nulls()]
+    return max(values) * 1.08
+
+
+def _notes(fig: go.Figure, notes: pl.DataFrame) -> None:
+    """An arrow and a short text at each note's turn and tokens (``turn``, ``tokens``,
+    ``text`` columns), alternating above and below so neighbouring notes do not overlap."""
+    for i, row in enumerate(notes.iter_rows(named=True)):
+        fig.add_annotation(
+            x=row["turn"],
+            y=row["tokens"],
+            text=str(row["text"]),
+            showarrow=True,
+            arrowhead=2,
+            ax=40,
+            ay=-40 if i % 2 == 0 else 40,
+            bgcolor="rgba(255,255,255,0.85)",
+            bordercolor="#1f77b4",
+            font={"size": 11},
+        )
 
 
 def _turn_lines(turns: pl.DataFrame) -> go.Figure:
@@ -203,27 +235,48 @@ def contributors_figure(top: pl.DataFrame) -> go.Figure:
 
 
 def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
-    """Tuning strategies: tokens billed against artifact retention, the Pareto front marked."""
+    """Tuning strategies: tokens billed against artifact retention. Each strategy on the Pareto
+    front is its own trace, named in the legend (in ``pareto`` order) rather than by text on the
+    plot: front strategies sit close together, and their labels piled into one blob. The others
+    are one grey trace, named on hover only."""
     fig = go.Figure()
-    for on_front, label in ((False, "strategy"), (True, "Pareto front")):
-        rows = strategies.filter(pl.col("name").is_in(pareto) == on_front)
+    rest = strategies.filter(~pl.col("name").is_in(pareto))
+    fig.add_trace(
+        go.Scatter(
+            x=rest.get_column("tokens_billed").to_list(),
+            y=rest.get_column("artifact_retention").to_list(),
+            hovertext=rest.get_column("name").to_list(),
+            hoverinfo="text+x+y",
+            mode="markers",
+            name="other strategies",
+            marker={"size": 8, "color": "#b0b0b0"},
+        )
+    )
+    for i, name in enumerate(pareto):
+        row = strategies.filter(pl.col("name") == name)
         fig.add_trace(
             go.Scatter(
-                x=rows.get_column("tokens_billed").to_list(),
-                y=rows.get_column("artifact_retention").to_list(),
-                text=rows.get_column("name").to_list(),
-                mode="markers+text" if on_front else "markers",
-                textposition="top right",
-                name=label,
-                marker={"size": 12 if on_front else 8},
+                x=row.get_column("tokens_billed").to_list(),
+                y=row.get_column("artifact_retention").to_list(),
+                hovertext=[name] * row.height,
+                hoverinfo="text+x+y",
+                mode="markers",
+                name=name,
+                marker={"size": 12, "symbol": _FRONT_SYMBOLS[i % len(_FRONT_SYMBOLS)]},
             )
         )
-    return _layout(
+    fig = _layout(
         fig,
-        "Tuning: tokens billed vs artifact retention",
+        "Tuning: tokens billed vs artifact retention (the Pareto front named in the legend)",
         "tokens billed",
         "artifact retention (0–1)",
     )
+    fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1, "title": {"text": "front"}})
+    return fig
+
+
+_FRONT_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "star", "x", "pentagon")
+"""Front points differ by symbol as well as colour, so neighbours stay apart in print."""
 
 
 def short_label(session_id: str, width: int = 28) -> str:

@@ -147,6 +147,7 @@ def test_pareto_marks_the_front_apart() -> None:
 
     fig = pareto_figure(table, ["a", "b"])
 
-    assert [t.name for t in fig.data] == ["strategy", "Pareto front"]
-    assert list(fig.data[1].text) == ["a", "b"] and list(fig.data[0].text) == ["c"]
+    assert [t.name for t in fig.data] == ["other strategies", "a", "b"]
+    assert list(fig.data[0].hovertext) == ["c"] and list(fig.data[2].x) == [20]
+    assert fig.data[1].marker.symbol != fig.data[2].marker.symbol
     assert titles(fig)[1:] == ("tokens billed", "artifact retention (0–1)")
