@@ -20,7 +20,14 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from compactor.anchors import Anchor
 from compactor.appending import append_whole, lock_file
@@ -92,7 +99,13 @@ def _now() -> datetime:
 
 
 class CompactionRecord(BaseModel):
-    """Everything one compaction did. Field names are the seed's JSON names."""
+    """Everything one compaction did. Field names are the seed's JSON names.
+
+    A record is ours (``origin="compactlens"``, the default) or a compaction an agent harness did
+    itself, read from its transcript by an importer (``origin="native"``, with ``harness``).
+    The native fields are optional with defaults, so records and events written before them
+    read as ours, unchanged (no schema version bump: the default *is* the upcast).
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -108,7 +121,8 @@ class CompactionRecord(BaseModel):
     offloaded: list[OffloadEntry] = Field(default_factory=list)
     summarized: Int64 = 0
     preserved_tail: Int64 = 0
-    summary_text: str = ""
+    summary_text: str | None = ""
+    """The summary; ``None`` only when the harness encrypted it (``summary_encrypted``)."""
     compression_ratio: float = 0.0
     duration: Int64 = 0
     """Nanoseconds, as Go's ``time.Duration``."""
@@ -131,13 +145,33 @@ class CompactionRecord(BaseModel):
     emergency: Literal["truncation", "offload"] | None = None
     """For an Emergency: ``truncation`` when something was dropped or cut, ``offload`` when
     offloading alone brought the view under the target."""
+    origin: Literal["compactlens", "native"] = "compactlens"
+    """``compactlens`` for our compactor's records; ``native`` for a harness's own compaction."""
+    harness: str | None = None
+    """For a native compaction: ``claude-code``, ``codex`` or ``openhands``."""
+    summary_encrypted: bool = False
+    """The harness kept its summary encrypted (Codex remote compaction): ``summary_text`` is
+    ``None`` and the view after holds an opaque placeholder for it."""
+    tokens_before_source: Literal["estimated", "harness"] = "estimated"
+    """Where ``tokens_before`` comes from: ``estimated`` (our estimator over the view, always so
+    for our own records) or ``harness`` (the harness's own figure, e.g. Claude Code's
+    ``preTokens``, Codex's last ``token_count``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_summary(cls, data: Any) -> Any:
+        # Go writes no null strings, but a null summary reads as "" unless it was encrypted.
+        nulled = isinstance(data, dict) and data.get("summary_text", "") is None
+        if nulled and not data.get("summary_encrypted"):
+            return {**data, "summary_text": ""}
+        return data
 
     @field_validator("anchors", "offloaded", "repairs", "dropped", "error_codes", mode="before")
     @classmethod
     def _null_is_empty(cls, v: Any) -> Any:
         return [] if v is None else v
 
-    @field_validator("error", "summary_text", "session_id", mode="before")
+    @field_validator("error", "session_id", mode="before")
     @classmethod
     def _null_is_blank(cls, v: Any) -> Any:
         return "" if v is None else v

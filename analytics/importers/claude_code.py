@@ -3,7 +3,8 @@
 Lines are read one at a time and converted at once, so a bad line is reported with its number
 and skipped while every other line still comes through; the chains are only known at the end of
 the file, so the converted lines (not the raw JSON) are held until then. ``parentUuid`` links
-lines into trees; where a tree branches (an edited or retried turn) the branch holding the
+lines into trees (through progress and system lines too, and across a ``compact_boundary`` by
+its ``logicalParentUuid``); where a tree branches (an edited or retried turn) the branch holding the
 newest line is the conversation, and lines on abandoned branches are counted, not imported.
 Parallel tool calls are not branches: CLI 2.x links each parallel result to the line holding its
 call, and such lines are kept (see ``claude_code_chains``). A line whose ``isSidechain`` differs
@@ -13,13 +14,16 @@ session; each side-chain tree (a Task sub-agent) is a separate child session wit
 become one assistant ``Message`` (text blocks joined, ``tool_use`` blocks as tool calls,
 thinking dropped); ``tool_result`` blocks become tool-result messages with ``is_error`` kept.
 The final usage of each response is attached to its assistant message: prompt size =
-``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
+``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` (``prompt="view"``
+after Claude Code's first compaction of the chain). Claude Code's own compactions become the
+session's ``compactions`` (``claude_code_compactions``); their summaries are not messages, so
+``messages`` is the original history the harness saw before compacting, then what came after.
 
 Metadata keys: ``source_sha256``; ``source_lines`` (the user and assistant JSONL lines in the
-session: what SOURCES.md counts as messages); ``off_branch_lines``; ``summaries`` (titles from
-``summary`` lines, main session only); ``cwd``, ``version``, ``git_branch``; for side chains
-``sidechain`` (true), ``parent_tool_call_id`` and ``subagent_type`` when the Task call that
-started it is found in the main chain.
+session, compact summaries included: what SOURCES.md counts as messages); ``off_branch_lines``;
+``summaries`` (titles from ``summary`` lines, main session only); ``cwd``, ``version``,
+``git_branch``; for side chains ``sidechain`` (true), ``parent_tool_call_id`` and
+``subagent_type`` when the Task call that started it is found in the main chain.
 """
 
 from __future__ import annotations
@@ -27,11 +31,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from analytics.importers.claude_code_chains import Chain, Line, build_chains
+from analytics.importers.claude_code_compactions import (
+    Mark,
+    boundary_of,
+    compactions_of,
+    summary_of,
+)
+from analytics.importers.native import usage_after_compactions
 from analytics.importers.reading import (
     RecordError,
     Reporter,
@@ -42,6 +52,7 @@ from analytics.importers.reading import (
     opt_bool,
     opt_int,
     opt_str,
+    parse_timestamp,
     req_str,
 )
 from analytics.importers.session import ImportedSession, TurnUsage
@@ -70,7 +81,7 @@ def iter_claude_code_sessions(
                 report(line.problem, lineno)
         elif obj.get("type") == "summary" and isinstance(obj.get("summary"), str):
             summaries.append(obj["summary"])
-    if not lines:
+    if not any(line.is_message for line in lines):
         report("no user or assistant lines; nothing imported")
         return
     yield from _sessions(src, lines, summaries)
@@ -143,11 +154,12 @@ def _session(
     parent: str | None,
     extra: dict[str, Any],
 ) -> ImportedSession:
-    messages, usage = _messages(chain)
-    first = chain[0]
+    messages, usage, marks = _messages(chain)
+    compactions = compactions_of(messages, marks)
+    first = next(ln for ln in chain if ln.is_message)
     metadata: dict[str, Any] = {
         "source_sha256": src.sha256,
-        "source_lines": len(chain),
+        "source_lines": sum(ln.is_message for ln in chain),
         "cwd": first.cwd,
         "version": first.version,
         "git_branch": first.git_branch,
@@ -158,20 +170,27 @@ def _session(
         source_path=str(src.path),
         format="claude-code",
         messages=messages,
-        usage=usage,
+        usage=usage_after_compactions(usage, compactions),
         parent_session_id=parent,
         agent="claude-code",
         model=next((ln.model for ln in chain if ln.model and ln.model != "<synthetic>"), None),
-        started_at=_timestamp(first.timestamp),
+        started_at=parse_timestamp(first.timestamp),
         metadata=metadata,
+        compactions=compactions,
     )
 
 
-def _messages(chain: list[Line]) -> tuple[list[Message], list[TurnUsage]]:
-    """Merge each response's lines into one assistant message placed where its first line was."""
+def _messages(chain: list[Line]) -> tuple[list[Message], list[TurnUsage], list[Mark]]:
+    """Merge each response's lines into one assistant message placed where its first line was;
+    mark where each compaction happened and what its summary said."""
     items: list[Message | _Response] = []
     responses: dict[str, _Response] = {}
+    marks: list[Mark] = []
     for line in chain:
+        if line.boundary is not None:
+            marks.append(Mark(len(items), line.boundary))
+        elif line.summary is not None and marks and marks[-1].summary is None:
+            marks[-1].summary = line.summary
         if line.response_id is None:
             items.extend(line.user_messages)
             continue
@@ -189,7 +208,7 @@ def _messages(chain: list[Line]) -> tuple[list[Message], list[TurnUsage]]:
             messages.append(item.message())
         else:
             messages.append(item)
-    return messages, usage
+    return messages, usage, marks
 
 
 # ---------------------------------------------------------------- one line
@@ -198,9 +217,10 @@ def _messages(chain: list[Line]) -> tuple[list[Message], list[TurnUsage]]:
 def _parse_line(obj: dict[str, Any], lineno: int) -> Line | None:
     kind = obj.get("type")
     if kind not in ("user", "assistant"):
-        return None
+        return _link(obj, lineno)
     message = as_dict(obj.get("message"), "message")
     line = Line(
+        kind="user" if kind == "user" else "assistant",
         lineno=lineno,
         uuid=req_str(obj, "uuid", "line"),
         parent=opt_str(obj, "parentUuid", "line"),
@@ -211,11 +231,33 @@ def _parse_line(obj: dict[str, Any], lineno: int) -> Line | None:
         version=opt_str(obj, "version", "line"),
         git_branch=opt_str(obj, "gitBranch", "line"),
     )
-    if kind == "user":
-        line.user_messages = _user_messages(message)
-    else:
+    if kind == "assistant":
         _fill_assistant(line, message)
+    else:
+        line.summary = summary_of(obj, message)
+        line.user_messages = [] if line.summary is not None else _user_messages(message)
     return line
+
+
+def _link(obj: dict[str, Any], lineno: int) -> Line | None:
+    """A progress, system or other line with a uuid: it carries no message, but the chain runs
+    through it; a ``compact_boundary`` links to its ``logicalParentUuid``."""
+    uuid = obj.get("uuid")
+    if not isinstance(uuid, str):
+        return None  # titles, snapshots, queue operations: not part of any chain
+    boundary, problem = boundary_of(obj, lineno, uuid)
+    parent = obj.get("parentUuid")
+    if boundary is not None and parent is None:
+        parent = obj.get("logicalParentUuid")
+    sidechain = obj.get("isSidechain")
+    return Line(
+        lineno=lineno,
+        uuid=uuid,
+        parent=parent if isinstance(parent, str) else None,
+        sidechain=sidechain is True,
+        boundary=boundary,
+        problem=problem or None,
+    )
 
 
 def _user_messages(message: dict[str, Any]) -> list[Message]:
@@ -325,12 +367,3 @@ def _first_user_text(chain: list[Line]) -> str:
             if msg.role == "user" and not msg.is_tool_result:
                 return msg.content
     return ""
-
-
-def _timestamp(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -1,10 +1,13 @@
 """Imported transcripts and harness9 records as events, so imports look like live sessions.
 
-``session_events`` turns one ``ImportedSession`` into a ``session_started`` (``source="import"``)
-and one ``message_appended`` per message, indexed as the importer ordered them (a leading system
-message included). ``RecordEvents`` turns harness9 ``CompactionRecord``s into
-``compaction_recorded`` events (with empty before/after views: the records carry no messages)
-plus a ``tool_result_offloaded`` per offloaded result, as a live session emits them.
+``session_events`` turns one ``ImportedSession`` into a ``session_started``
+(``source="import"``) and one ``message_appended`` per message, indexed as the importer ordered
+them (a leading system message included), with a ``compaction_recorded`` where the harness
+compacted its own context (``native_record``: origin ``native``, tier Full, the views as history
+references and the harness's summary as a synthetic message, as a replay records ours).
+``RecordEvents`` turns harness9 ``CompactionRecord``s into ``compaction_recorded`` events (with
+empty before/after views: the records carry no messages) plus a ``tool_result_offloaded`` per
+offloaded result, as a live session emits them.
 
 Event ids are derived, not random: from the session id and ``seq`` for a transcript, from the
 record id for a record. Importing the same input twice therefore yields the same events, and the
@@ -18,9 +21,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from analytics.importers import ImportedSession
-from compactor import CompactionRecord
+from analytics.importers.session import NativeCompaction, ViewRef
+from compactor import CompactionRecord, CompactionTier
 from compactor.events import (
     Capture,
     CompactionRecorded,
@@ -28,11 +33,14 @@ from compactor.events import (
     EventFactory,
     SessionStarted,
     ToolResultOffloaded,
+    ViewEntry,
+    ViewStatus,
     anchor_item_rows,
     hash_key,
     message_appended,
     redact_record,
     sha256_of,
+    views_recorded,
 )
 
 _NAMESPACE = uuid.UUID("5d0c3f4e-8b1a-4c6f-9e2d-7a1b3c5d7e9f")
@@ -85,7 +93,8 @@ def session_events(
     session_id: str | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> Iterator[Event]:
-    """``session_started``, then one ``message_appended`` per message, seq 0, 1, 2, …
+    """``session_started``, then one ``message_appended`` per message, seq 0, 1, 2, …, and
+    each native compaction's ``compaction_recorded`` after the messages it saw.
 
     ``session_id`` is the id of the version stored (default: the imported id)."""
     sid = session_id or imported.session_id
@@ -93,9 +102,80 @@ def session_events(
     key = hash_key(capture)  # metadata: hashes that join nothing outside this session
     started = session_started(imported, capture, extra, key)
     yield _with_id(factory.make(started), "import", sid, 0)
-    for index, msg in enumerate(imported.messages):
-        event = factory.make(message_appended(index, msg, capture, key=key))
-        yield _with_id(event, "import", sid, event.seq)
+    compactions = sorted(imported.compactions, key=lambda c: c.at)
+    done = 0
+    for index in range(len(imported.messages) + 1):
+        while done < len(compactions) and compactions[done].at <= index:
+            payload = _native_payload(imported, compactions[done], sid, capture, key)
+            event = factory.make(payload)
+            yield _with_id(event, "import", sid, event.seq)
+            done += 1
+        if index < len(imported.messages):
+            msg = imported.messages[index]
+            event = factory.make(message_appended(index, msg, capture, key=key))
+            yield _with_id(event, "import", sid, event.seq)
+
+
+def native_record(
+    imported: ImportedSession, compaction: NativeCompaction, session_id: str
+) -> CompactionRecord:
+    """The record of a harness's own compaction: ``origin="native"``, tier Full (the harness
+    summarised what it replaced), its id derived from the stored session and the harness's
+    own id for the compaction, so a re-import gives the same record."""
+    kept = len(compaction.before) - _summarised(compaction)
+    before, after = compaction.tokens_before, compaction.tokens_after
+    return CompactionRecord(
+        id=derived_event_id("native", session_id, compaction.native_id),
+        session_id=session_id,
+        timestamp=compaction.timestamp or imported.started_at or datetime(1970, 1, 1, tzinfo=UTC),
+        tier=CompactionTier.FULL,
+        tokens_before=before,
+        tokens_after=after,
+        msgs_before=len(compaction.before),
+        msgs_after=len(compaction.after),
+        anchors=compaction.anchors,
+        summarized=_summarised(compaction),
+        preserved_tail=kept,
+        summary_text=compaction.summary_text,
+        compression_ratio=after / before if before > 0 else 0.0,
+        trigger=compaction.trigger,
+        context_window=compaction.context_window,
+        estimator="bytes/4",
+        origin="native",
+        harness=compaction.harness,
+        summary_encrypted=compaction.summary_encrypted,
+        tokens_before_source=compaction.tokens_before_source,
+    )
+
+
+def _summarised(compaction: NativeCompaction) -> int:
+    """Messages of the view before that the view after does not keep verbatim."""
+    kept = {ref for ref in compaction.after if isinstance(ref, int)}
+    return sum(1 for ref in compaction.before if not (isinstance(ref, int) and ref in kept))
+
+
+def _native_payload(
+    imported: ImportedSession,
+    compaction: NativeCompaction,
+    sid: str,
+    capture: Capture,
+    key: bytes | None,
+) -> CompactionRecorded:
+    kept = {ref for ref in compaction.after if isinstance(ref, int)}
+
+    def entry(ref: ViewRef, side: str) -> ViewEntry:
+        if not isinstance(ref, int):
+            return None, ref, "synthetic" if side == "after" else "summarized"
+        msg = imported.messages[ref]
+        status: ViewStatus = "kept" if ref in kept else "summarized"
+        if ref == 0 and msg.role == "system" and status == "kept":
+            status = "system"
+        return ref, msg, status
+
+    record = native_record(imported, compaction, sid)
+    before = [entry(ref, "before") for ref in compaction.before]
+    after = [entry(ref, "after") for ref in compaction.after]
+    return views_recorded(record, before, after, capture, key)
 
 
 @dataclass

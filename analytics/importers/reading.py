@@ -1,9 +1,10 @@
 """Reading transcript files: sniffing the head, streaming JSONL lines, loading JSON documents.
 
 Turns I/O and decoding failures into a ``TranscriptError`` (the whole file is unusable) or an
-``ImportIssue`` (one line or record is bad; the rest goes on), and offers the small field checks
-the format modules use to say exactly which field had which wrong value. It knows nothing about
-any particular format.
+``ImportIssue`` (one line or record is bad; the rest goes on), refuses files that must not be
+opened at all (``check_readable``: devices, FIFOs, kernel files such as ``/proc/kmsg``), and
+offers the small field checks the format modules use to say exactly which field had which
+wrong value. It knows nothing about any particular format.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +56,39 @@ class Reporter:
 # ---------------------------------------------------------------- whole-file reads
 
 
+_SPECIAL_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def check_readable(path: Path) -> None:
+    """Refuse, from ``stat`` alone and without opening it, a file that must not be read: not
+    a regular file (a device or FIFO can block a read for ever), or one whose size is 0, which
+    is either empty or a kernel file such as ``/proc/kmsg`` (its reads block, and take the
+    messages from the kernel's log). ``TranscriptError`` (``UnknownFormatError`` for an empty
+    file, which a folder walk skips) naming the path."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((k for test, k in _SPECIAL_KINDS if test(info.st_mode)), "a special file")
+        raise TranscriptError(str(path), f"not a regular file ({kind}); not read")
+    if info.st_size == 0:
+        raise UnknownFormatError(
+            str(path),
+            "the file is empty (a size of 0 bytes, as kernel files such as /proc/kmsg also "
+            "report: not opened); nothing to import",
+        )
+
+
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
     """The first ``size`` bytes as text; ``TranscriptError`` if empty, binary or unreadable."""
+    check_readable(path)
     try:
         with path.open("rb") as fh:
             raw = fh.read(size)
@@ -81,6 +116,7 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
 
 def file_sha256(path: Path) -> str:
     """SHA-256 of the file's bytes, read in chunks (never the whole file at once)."""
+    check_readable(path)
     digest = hashlib.sha256()
     try:
         with path.open("rb") as fh:
@@ -260,6 +296,18 @@ def opt_bool(obj: Mapping[str, Any], key: str, where: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise RecordError(f"{where}.{key}: expected true or false, got {describe(value)}")
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """An ISO 8601 timestamp (``Z`` accepted; one without a zone is taken as UTC), or None when
+    absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def first_error(exc: ValidationError) -> str:

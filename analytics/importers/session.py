@@ -1,9 +1,13 @@
-"""What importers produce: ``ImportedSession``, its per-turn ``TurnUsage``, and ``ImportIssue``.
+"""What importers produce: ``ImportedSession``, its per-turn ``TurnUsage``, the harness's own
+compactions (``NativeCompaction``), and ``ImportIssue``.
 
 A session is one agent context: the messages the model saw, in order, as ``compactor.Message``s.
-A *turn* is each point where the agent called the model, i.e. each assistant message; where the
-source recorded the provider's token usage for that call, ``usage`` holds it keyed by the
-assistant message's index. Nothing here reads files.
+When the harness compacted its own context (Claude Code, Codex, OpenHands), ``messages`` is
+still the *original* history, everything the agent and the user said, never the harness's
+summaries; each compaction is a ``NativeCompaction`` saying where it happened and which views it
+went between. A *turn* is each point where the agent called the model, i.e. each assistant
+message; where the source recorded the provider's token usage for that call, ``usage`` holds it
+keyed by the assistant message's index. Nothing here reads files.
 """
 
 from __future__ import annotations
@@ -13,12 +17,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor import Message
+from compactor import Anchor, Message
 
 TranscriptFormat = Literal[
-    "openai", "claude-code", "swe-agent", "mini-swe-agent", "aider", "harness9-records"
+    "openai",
+    "claude-code",
+    "swe-agent",
+    "mini-swe-agent",
+    "aider",
+    "harness9-records",
+    "codex",
+    "openhands-v0",
+    "openhands-sdk",
 ]
-"""Format names as the CLI spells them (``--format``). tau-bench arrays are ``openai``."""
+"""Format names as the CLI spells them (``--format``). tau-bench arrays are ``openai``;
+``codex`` is a Codex rollout JSONL, ``openhands-v0`` an OpenHands V0 event list (trajectory
+export), ``openhands-sdk`` an OpenHands SDK conversation folder."""
 
 FORMATS: tuple[TranscriptFormat, ...] = (
     "openai",
@@ -27,7 +41,15 @@ FORMATS: tuple[TranscriptFormat, ...] = (
     "mini-swe-agent",
     "aider",
     "harness9-records",
+    "codex",
+    "openhands-v0",
+    "openhands-sdk",
 )
+
+Harness = Literal["claude-code", "codex", "openhands"]
+ViewRef = int | Message
+"""One message of a harness's view: a history index (a message kept verbatim), or a message
+the harness made (its summary, a placeholder for an encrypted one)."""
 
 
 class ImportIssue(BaseModel):
@@ -66,6 +88,47 @@ class TurnUsage(BaseModel):
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_tokens: int | None = Field(default=None, ge=0)
     cache_write_tokens: int | None = Field(default=None, ge=0)
+    prompt: Literal["history", "view"] = "history"
+    """``history``: the prompt held the whole history up to this call. ``view``: the harness
+    had compacted its context before this call, so the prompt was its compacted view, smaller
+    than ``messages[:message_index]`` (replays calibrate on ``history`` usage only)."""
+
+
+class NativeCompaction(BaseModel):
+    """A compaction the harness did itself, as its transcript recorded it.
+
+    It happened when ``messages[:at]`` was the history. ``before`` is the harness's view just
+    before it (history indices, and the previous summary as a message), ``after`` the view it
+    left (the indices kept verbatim, the summary where the harness put it). ``tokens_before``
+    is the harness's own figure where it recorded one (``tokens_before_source="harness"``),
+    else our estimate of ``before``; ``tokens_after`` is always our estimate of ``after`` (the
+    harness's system prompt and tool schemas are in neither). ``line`` is where the transcript
+    records the compaction: the JSONL line, or the event's position in an event list or folder.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    harness: Harness
+    native_id: str
+    line: int | None = None
+    at: int = Field(ge=0)
+    timestamp: datetime | None = None
+    trigger: Literal["auto", "manual"] = "auto"
+    tokens_before: int = Field(ge=0)
+    tokens_before_source: Literal["estimated", "harness"] = "estimated"
+    tokens_after: int = Field(ge=0)
+    summary_text: str | None
+    summary_encrypted: bool = False
+    before: list[ViewRef]
+    after: list[ViewRef]
+    anchors: list[Anchor]
+    context_window: int = Field(default=0, ge=0)
+
+    @property
+    def replaced(self) -> list[int]:
+        """History indices of ``before`` that ``after`` does not keep: what it summarised."""
+        kept = {ref for ref in self.after if isinstance(ref, int)}
+        return [ref for ref in self.before if isinstance(ref, int) and ref not in kept]
 
 
 class ImportedSession(BaseModel):
@@ -87,6 +150,8 @@ class ImportedSession(BaseModel):
     model: str | None = None
     started_at: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    compactions: list[NativeCompaction] = Field(default_factory=list)
+    """The harness's own compactions, in order (empty for transcripts without any)."""
 
     @property
     def turns(self) -> list[int]:

@@ -6,6 +6,7 @@ are how it is organised, not separate surfaces.
 """
 
 from compactor.events.builders import (
+    ViewEntry,
     anchor_item_rows,
     compaction_recorded,
     hash_key,
@@ -14,6 +15,7 @@ from compactor.events.builders import (
     redact_record,
     sha256_of,
     tool_time_offloaded,
+    views_recorded,
 )
 from compactor.events.schema import (
     ENVELOPE_HEAD,
@@ -62,6 +64,7 @@ __all__ = [
     "SyntheticMessage",
     "ToolResultOffloaded",
     "UsageReported",
+    "ViewEntry",
     "ViewItem",
     "ViewPrepared",
     "ViewStatus",
@@ -77,4 +80,5 @@ __all__ = [
     "sha256_of",
     "tool_time_offloaded",
     "upcast",
+    "views_recorded",
 ]

@@ -112,7 +112,8 @@ def redact_record(record: CompactionRecord, key: bytes | None = None) -> Compact
     if record.error and not record.error_codes:
         error = "error"  # a record from elsewhere, without codes: say only that there was one
     offloaded = [e.model_copy(update={"sha256": _keyed(e.sha256, key)}) for e in record.offloaded]
-    update = {"summary_text": "", "anchors": anchors, "error": error, "offloaded": offloaded}
+    summary = None if record.summary_text is None else ""
+    update = {"summary_text": summary, "anchors": anchors, "error": error, "offloaded": offloaded}
     return record.model_copy(update=update)
 
 
@@ -180,6 +181,51 @@ def compaction_recorded(
         after=after,
         synthetic=synthetic,
         anchor_items=anchor_item_rows(record) if full else [],
+    )
+
+
+ViewEntry = tuple[int | None, Message, ViewStatus]
+"""One message of a view given directly: its history index (``None`` for a message the
+compaction made), the message, and what became of it."""
+
+
+def views_recorded(
+    record: CompactionRecord,
+    before: Sequence[ViewEntry],
+    after: Sequence[ViewEntry],
+    capture: Capture,
+    key: bytes | None = None,
+) -> CompactionRecorded:
+    """The payload for a compaction known by its views rather than by a ``CompactionOutcome``:
+    a harness's own compaction read from its transcript. Every ``synthetic`` message of
+    ``after`` (the harness's summary, a placeholder) is listed with its content under full
+    capture, so the diff can show it; ``key`` is the session's ``hash_key``."""
+    synthetic = [
+        SyntheticMessage(
+            sha256=sha256_of(m, key),
+            role=m.role,
+            bytes=message_bytes(m),
+            tool_call_id=_opt(m.tool_call_id),
+            content=m.content if capture == "full" else None,
+        )
+        for index, m, status in after
+        if status == "synthetic"
+    ]
+    full = capture == "full"
+    kept = record if full else redact_record(record, key)
+    return CompactionRecorded(
+        record=kept,
+        before=[_item(e, key) for e in before],
+        after=[_item(e, key) for e in after],
+        synthetic=synthetic,
+        anchor_items=anchor_item_rows(kept) if full else [],
+    )
+
+
+def _item(entry: ViewEntry, key: bytes | None) -> ViewItem:
+    index, m, status = entry
+    return ViewItem(
+        index=index, sha256=sha256_of(m, key), role=m.role, bytes=message_bytes(m), status=status
     )
 
 

@@ -107,7 +107,14 @@ class AnchorItem(BaseModel):
 
 
 class CompactionRecorded(BaseModel):
-    """Version 2 added ``anchor_items`` (version 1 events are upcast by parsing the anchors)."""
+    """One compaction: the record, the views before and after it as history references, the
+    messages it made, and the record's anchor items.
+
+    Version 2 added ``anchor_items`` (version 1 events are upcast by parsing the anchors). A
+    harness's own compaction imported from its transcript has the same shape, its record marked
+    ``origin="native"`` with ``harness``, ``summary_encrypted`` and ``tokens_before_source``
+    (optional record fields with defaults, so version 2 events without them read as ours).
+    """
 
     model_config = _FROZEN
     type: Literal["compaction_recorded"] = "compaction_recorded"
