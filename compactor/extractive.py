@@ -5,7 +5,8 @@ transcript pairs tool calls with their results and fills: user intent (the task,
 real user message of the session, kept from the previous compaction once known, plus later user
 messages phrased as explicit requests), execution progress (calls that succeeded), tried
 solutions (calls that failed, with the salient error line), key decisions (assistant sentences
-phrased as decisions), next steps (the plan in the latest assistant text), and a ``## Summary``
+in which the agent states a choice, "I'll use X", "the fix is to ...", not its analysis or its
+descriptions of code), next steps (the plan in the latest assistant text), and a ``## Summary``
 with counts, files touched and commands run. Given a previous compaction it merges, so earlier
 items survive.
 

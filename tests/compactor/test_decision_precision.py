@@ -37,8 +37,17 @@ OLD_DECISION_RE = re.compile(
     re.IGNORECASE,
 )
 
-MIN_PRECISION = 0.85
-MIN_RECALL = 0.80
+# Reached on the 319 labels (before -> after): precision 0.436 -> 0.922 over every labelled
+# sentence; recall 0.983 -> 0.862 over the decisions in the samples drawn from the old rule's
+# picks and non-picks (its dropped picks are over-sampled there, so this is the pessimistic
+# figure; 0.977 -> 0.955 in the first, plain random sample); recall 0.638 -> 0.942 over every
+# labelled decision, most of which the old rule missed.
+MIN_PRECISION = 0.90
+MIN_RECALL_OF_OLD_SAMPLES = 0.85
+MIN_RECALL = 0.90
+# Samples drawn from the old rule's picks or non-picks (not from the new rule's picks, whose
+# recall is 1 by construction).
+OLD_DRAWS = ("old_rule_picked", "old_rule_not_picked", "r2_old_only", "r3_old_only", "r4_old_only")
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,15 @@ def test_the_decision_rule_is_precise_on_the_labelled_sample(resolved: Resolved)
     assert precision >= MIN_PRECISION, f"precision {precision:.3f} < {MIN_PRECISION}"
 
 
-def test_the_decision_rule_keeps_most_labelled_decisions(resolved: Resolved) -> None:
+def test_the_decision_rule_keeps_the_decisions_the_old_rule_was_sampled_on(
+    resolved: Resolved,
+) -> None:
+    drawn = [item for item in resolved.labelled if item.sample in OLD_DRAWS]
+    _precision, recall = _precision_recall(drawn, is_decision)
+    assert recall >= MIN_RECALL_OF_OLD_SAMPLES, f"recall {recall:.3f} < {MIN_RECALL_OF_OLD_SAMPLES}"
+
+
+def test_the_decision_rule_finds_most_labelled_decisions(resolved: Resolved) -> None:
+    _precision, old_recall = _precision_recall(resolved.labelled, _old_rule)
     _precision, recall = _precision_recall(resolved.labelled, is_decision)
-    assert recall >= MIN_RECALL, f"recall {recall:.3f} < {MIN_RECALL}"
+    assert recall >= MIN_RECALL > old_recall, f"recall {recall:.3f} < {MIN_RECALL}"

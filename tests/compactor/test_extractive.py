@@ -271,6 +271,54 @@ def test_decisions_come_from_assistant_phrasing_deduplicated() -> None:
     ]
 
 
+def test_analysis_matched_on_instead_of_is_not_a_decision() -> None:
+    msgs = [
+        Message(role="assistant", content="The subquery groups by email and id instead of email."),
+        Message(role="assistant", content="So it returns 9 rather than 8. Why 9 instead of 8?"),
+        Message(role="assistant", content="Instead of an early return, I'll guard the division."),
+        Message(role="assistant", content="- Used a Result type instead of raising."),
+    ]
+    anchors, _ = summarise(msgs)
+    assert anchors[AnchorType.KEY_DECISION].items == [
+        "Instead of an early return, I'll guard the division.",
+        "- Used a Result type instead of raising.",
+    ]
+
+
+def test_offers_options_and_empty_promises_are_not_decisions() -> None:
+    msgs = [
+        Message(role="assistant", content="If you decide to cancel, tell me and I can help."),
+        Message(role="assistant", content="You can choose to keep the booking as it is."),
+        Message(
+            role="assistant", content="Should we switch to Postgres? Maybe I should use SQLite."
+        ),
+        Message(
+            role="assistant", content="Let's fix it. I'll implement the changes you asked for."
+        ),
+        Message(role="assistant", content="Instead of a patch, we could rewrite the loader."),
+    ]
+    anchors, _ = summarise(msgs)
+    assert anchors[AnchorType.KEY_DECISION].is_na
+
+
+def test_a_decision_needs_a_chooser_and_a_change() -> None:
+    msgs = [
+        Message(role="assistant", content="We should run the tests first. We should add a lock."),
+        Message(role="assistant", content="I'll use curl to see what it returns."),
+        Message(
+            role="assistant", content="I'll use curl to upload the script. Let's modify the CSS."
+        ),
+        Message(role="assistant", content="I think the fix is to close the file handle."),
+    ]
+    anchors, _ = summarise(msgs)
+    assert anchors[AnchorType.KEY_DECISION].items == [
+        "We should add a lock.",
+        "I'll use curl to upload the script.",
+        "Let's modify the CSS.",
+        "I think the fix is to close the file handle.",
+    ]
+
+
 def test_next_steps_come_from_latest_assistant_plan() -> None:
     msgs = [
         Message(role="assistant", content="Next I will refactor the parser."),
