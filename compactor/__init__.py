@@ -28,6 +28,7 @@ from compactor.messages import (
 )
 from compactor.notify import format_notification
 from compactor.offload import CompactionOffloader, OffloadHook
+from compactor.otlp import OtlpSink
 from compactor.pairs import repair_orphaned_tool_pairs, validate_history
 from compactor.progressive import ProgressiveCompactor
 from compactor.protocols import (
@@ -47,7 +48,7 @@ from compactor.records import (
     SummarizerStats,
 )
 from compactor.session import CompactionSession
-from compactor.sinks import EventSink, MemorySink, SpoolSink
+from compactor.sinks import EventSink, MemorySink, SpoolSink, TeeSink
 from compactor.summarize import (
     ChatCompletion,
     ChatModel,
@@ -95,6 +96,7 @@ __all__ = [
     "OffloadError",
     "OffloadHook",
     "OpenAIChatModel",
+    "OtlpSink",
     "OverheadCalibratedEstimator",
     "PreviousCompaction",
     "ProgressiveCompactor",
@@ -106,6 +108,7 @@ __all__ = [
     "SummarizerError",
     "SummarizerStats",
     "SummaryResult",
+    "TeeSink",
     "TodoInjector",
     "TokenBudgetCompactor",
     "TokenEstimator",

@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 from compactor.appending import append_whole
 from compactor.encoding import utf8
 from compactor.events import ENVELOPE_HEAD, Event, parse_event
+from compactor.faults import FaultLog
 from compactor.safepath import safe_name
 from compactor.seqindex import SeqIndex
 
@@ -283,3 +284,31 @@ def _scan_seqs(spool_dir: Path) -> tuple[dict[str, int], bool]:
                 continue
             seqs[key] = max(seqs.get(key, 0), int(seq) + 1)
     return seqs, complete
+
+
+class TeeSink:
+    """Every event to each of ``sinks`` in turn (a spool and an ``OtlpSink``, say). A sink that
+    raises does not keep the event from the others: it is counted in ``errors`` (and its type
+    logged once), and the rest still get it."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = sinks
+        self.errors = 0
+        self._faults = FaultLog(log)
+
+    def _each(self, call: str, *args: Event) -> None:
+        for sink in self.sinks:
+            try:
+                getattr(sink, call)(*args)
+            except Exception as exc:  # one sink's failure is not the others'
+                self.errors += 1
+                self._faults.report(f"{type(sink).__name__}.{call} failed", exc)
+
+    def emit(self, event: Event) -> None:
+        self._each("emit", event)
+
+    def flush(self) -> None:
+        self._each("flush")
+
+    def close(self) -> None:
+        self._each("close")

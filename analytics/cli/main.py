@@ -52,6 +52,7 @@ from analytics.cli.terminal import (
     window_too_small,
 )
 from analytics.importers import ImportIssue
+from analytics.report.otlp import export_otlp
 from analytics.store import EventStore
 from analytics.store.projector import IngestResult
 from compactor import (
@@ -62,6 +63,7 @@ from compactor import (
     ExtractiveSummarizer,
     LLMSummarizer,
     OpenAIChatModel,
+    OtlpSink,
     ProgressiveCompactor,
     Summarizer,
 )
@@ -309,6 +311,53 @@ def export_parquet(
     with handled(), EventStore.for_home(root, read_only=True) as store:
         written = store.export_parquet(out_dir)
     console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
+
+
+@export_app.command("otlp", cls=Command)
+def export_otlp_command(
+    endpoint: Annotated[
+        str,
+        typer.Option(
+            "--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces"
+        ),
+    ],
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", help="NAME=VALUE sent with every request (repeatable)"),
+    ] = None,
+    summaries: Annotated[
+        bool, typer.Option("--summaries", help="add summary text of sessions captured in full")
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Send every effective compaction of the store as an OpenTelemetry span."""
+    headers = dict(_header(h) for h in header or [])
+    root = resolve_home(home, write=False)
+    sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
+    with handled(), EventStore.for_home(root, read_only=True) as store:
+        sent = export_otlp(store, sink)
+    delivered = sent.spans - sent.undelivered
+    console.print(
+        f"sent {delivered:,} compaction spans from {sent.sessions:,} sessions to {endpoint}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    if sent.undelivered or sent.errors:
+        err_console.print(
+            f"error: {sent.undelivered:,} of {sent.spans:,} spans were not delivered to "
+            f"{endpoint} and {sent.errors} other export failures: is it an OTLP/HTTP traces "
+            "endpoint that is up? (nothing in the store changed; run the export again)",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise typer.Exit(1)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise typer.BadParameter(f"{text!r}: give a header as NAME=VALUE", param_hint="--header")
+    return name.strip(), value.strip()
 
 
 register_analysis(app)
