@@ -61,7 +61,7 @@ def _valued(keys: tuple[str, ...]) -> str:
     return '"(?:' + "|".join(keys) + r')"\s*:\s*' + _JSON_STRING
 
 
-def _json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
+def json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
     """The string values of ``keys`` anywhere in JSON text, unescaped (a list per row)."""
     return (
         arguments.str.extract_all(_valued(keys))
@@ -159,9 +159,9 @@ def head_artifacts(compaction_views: pl.DataFrame, messages: pl.DataFrame) -> pl
             "compaction_id",
             path=pl.concat_list(
                 text_paths(pl.col("content")).fill_null([]),
-                _json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+                json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
             ),
-            command=_json_values(pl.col("arguments"), COMMAND_KEYS),
+            command=json_values(pl.col("arguments"), COMMAND_KEYS),
             error=error_lines(pl.col("content")),
         )
         .collect()

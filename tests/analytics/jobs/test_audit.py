@@ -1,0 +1,159 @@
+"""The audit of a harness's own compaction on hand-built frames, answers written by hand.
+
+Session s: the task names ``/home/u/proj/src/cache.py``; the agent reads it, runs the tests
+(which fail with a KeyError), the user adds a request; the harness then compacts all six
+messages into a summary that names ``src/cache.py``, the test command and the user's request,
+but not the failure. After it, the agent reads the file again, cats the README (never read
+before) and runs the tests again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from analytics.jobs.audit import (
+    again_after,
+    artifacts_kept,
+    boundaries,
+    needles,
+    reads_and_runs,
+    user_messages_kept,
+)
+
+FILE = "/home/u/proj/src/cache.py"
+TESTS = "pytest -x tests/test_cache.py"
+FAILURE = "FAILED tests/test_cache.py::test_get - KeyError: 'k'"
+SUMMARY = (
+    "Primary Request: fix the cache bug in src/cache.py.\n"
+    f"Ran {TESTS}.\nAll user messages: Also keep the API stable"
+)
+
+
+def _call(name: str, **args: str) -> str:
+    return json.dumps([{"id": f"c-{name}", "name": name, "arguments": json.dumps(args)}])
+
+
+def _messages() -> pl.DataFrame:
+    rows = [
+        ("user", f"Fix the cache bug in {FILE}", None, None),
+        ("assistant", "Reading it.", _call("Read", file_path=FILE), None),
+        ("tool", "def get(key): return cache[key]", None, "c-Read"),
+        ("assistant", "Running the tests.", _call("Bash", command=TESTS), None),
+        ("tool", FAILURE, None, "c-Bash"),
+        ("user", "Also keep   the API stable", None, None),
+        ("assistant", "Reading it again.", _call("Read", file_path=FILE), None),
+        ("tool", "def get(key): return cache[key]", None, "c-Read"),
+        ("assistant", "And the readme.", _call("Bash", command="cat README.md"), None),
+        ("assistant", "Tests again.", _call("Bash", command=TESTS), None),
+    ]
+    return pl.DataFrame(
+        {
+            "session_id": ["s"] * len(rows),
+            "idx": list(range(len(rows))),
+            "role": [r[0] for r in rows],
+            "content": [r[1] for r in rows],
+            "tool_calls": [r[2] for r in rows],
+            "tool_call_id": [r[3] for r in rows],
+        },
+        schema_overrides={"tool_calls": pl.String, "tool_call_id": pl.String},
+    )
+
+
+def _frames() -> dict[str, pl.DataFrame]:
+    before = [("before", i, i, "summarized") for i in range(6)]
+    views = pl.DataFrame(
+        {
+            "compaction_id": ["n1"] * 7,
+            "session_id": ["s"] * 7,
+            "side": [b[0] for b in before] + ["after"],
+            "position": [b[1] for b in before] + [0],
+            "history_index": [b[2] for b in before] + [None],
+            "status": [b[3] for b in before] + ["synthetic"],
+        },
+        schema_overrides={"history_index": pl.Int64},
+    )
+    compactions = pl.DataFrame(
+        {
+            "id": ["n1"],
+            "session_id": ["s"],
+            "seq": [7],
+            "tier": [3],
+            "effective": [True],
+            "origin": ["native"],
+        }
+    )
+    synthetic = pl.DataFrame({"compaction_id": ["n1"], "session_id": ["s"], "content": [SUMMARY]})
+    return {"views": views, "compactions": compactions, "synthetic": synthetic}
+
+
+def test_a_compaction_starts_where_its_before_view_ends_and_lasts_to_the_next() -> None:
+    f = _frames()
+    bounds = boundaries(f["compactions"], f["views"])
+    assert bounds.select("compaction_id", "origin", "at", "until").rows() == [
+        ("n1", "native", 6, None)
+    ]
+
+
+def test_a_path_the_summary_names_by_its_tail_is_kept_and_a_dropped_failure_is_lost() -> None:
+    f = _frames()
+    bounds = boundaries(f["compactions"], f["views"])
+    found = artifacts_kept(f["views"], _messages(), f["synthetic"], bounds)
+    kept = {(r["kind"], r["artifact"]): r["kept"] for r in found.iter_rows(named=True)}
+    assert kept[("path", FILE)] is True  # the summary says src/cache.py
+    assert kept[("command", TESTS)] is True
+    assert kept[("error", FAILURE)] is False
+
+
+def test_a_basename_alone_never_names_a_path() -> None:
+    found = pl.DataFrame({"compaction_id": ["c"], "kind": ["path"], "artifact": ["/a/b/cache.py"]})
+    named = set(needles(found)["needle"].to_list())
+    assert named == {"/a/b/cache.py", "a/b/cache.py", "b/cache.py"}
+    assert "cache.py" not in named
+
+
+def test_user_messages_are_kept_only_verbatim() -> None:
+    f = _frames()
+    bounds = boundaries(f["compactions"], f["views"])
+    users = user_messages_kept(f["views"], _messages(), f["synthetic"], bounds)
+    assert users.select("history_index", "kept").rows() == [(0, False), (5, True)]
+
+
+def test_files_read_and_commands_run_again_after_the_compaction() -> None:
+    f = _frames()
+    bounds = boundaries(f["compactions"], f["views"])
+    actions = reads_and_runs(_messages())
+    assert sorted(actions.select("idx", "kind", "target").rows()) == [
+        (1, "read", FILE),
+        (3, "run", TESTS),
+        (6, "read", FILE),
+        (8, "read", "README.md"),
+        (8, "run", "cat README.md"),
+        (9, "run", TESTS),
+    ]
+    again = again_after(bounds, actions)
+    assert again.select("kind", "target").rows() == [("read", FILE), ("run", TESTS)]
+
+
+def test_reading_stops_counting_at_the_next_compaction_of_the_same_origin() -> None:
+    f = _frames()
+    second = pl.DataFrame(
+        {
+            "compaction_id": ["n2"] * 8,
+            "session_id": ["s"] * 8,
+            "side": ["before"] * 8,
+            "position": list(range(8)),
+            "history_index": list(range(8)),
+            "status": ["summarized"] * 8,
+        }
+    )
+    views = pl.concat([f["views"], second])
+    compactions = pl.concat(
+        [f["compactions"], f["compactions"].with_columns(id=pl.lit("n2"), seq=pl.lit(20, pl.Int64))]
+    )
+    bounds = boundaries(compactions, views)
+    assert bounds.select("compaction_id", "at", "until").rows() == [("n1", 6, 8), ("n2", 8, None)]
+    again = again_after(bounds, reads_and_runs(_messages()))
+    # n1 ends at 8: its re-read (6) counts, the re-run (9) falls after n2's boundary
+    assert again.filter(pl.col("compaction_id") == "n1")["target"].to_list() == [FILE]
