@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from analytics.jobs.costs import TURN_COST_COLUMNS
 from analytics.store import EventStore
+from analytics.store.results import TABLE_EXISTS_SQL
 from compactor import CompactorConfig
 
 EFFECTIVE = "coalesce(effective, true)"
@@ -80,6 +82,43 @@ def turns_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.
             FROM turns {where} ORDER BY session_id, seq""",
         params,
     )
+
+
+TURN_COSTS_TABLE = "job_turn_costs"
+"""The costs job's table (``analytics.queries.materialize``): one row per turn."""
+
+
+def turn_costs_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    """The costs job's rows of live sessions (``analytics.jobs.costs.TURN_COST_COLUMNS``), in
+    (session_id, seq) order; empty with those columns before the job has run."""
+    if not store.query(TABLE_EXISTS_SQL, [TURN_COSTS_TABLE]).item():
+        return pl.DataFrame(schema=TURN_COST_COLUMNS)
+    where, params = _scope(sessions)
+    columns = ", ".join(TURN_COST_COLUMNS)
+    return store.query(
+        f"SELECT {columns} FROM {TURN_COSTS_TABLE} {where} ORDER BY session_id, seq", params
+    )
+
+
+def priced_turns_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    """``turns_frame`` with each turn's predicted ``cache_read_tokens``, ``cache_write_tokens``,
+    ``uncached_tokens``, ``cost``, ``uncompacted_cost``, ``summarizer_cost`` and ``profile``
+    joined from the costs job (nulls where it has not run): what the CLI and the app read per
+    turn, beside the provider-reported figures of ``usage_frame``."""
+    turns = turns_frame(store, sessions)
+    costs = turn_costs_frame(store, sessions).select(
+        "session_id",
+        "seq",
+        "profile",
+        "prompt_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "uncached_tokens",
+        "cost",
+        "uncompacted_cost",
+        "summarizer_cost",
+    )
+    return turns.join(costs, on=["session_id", "seq"], how="left")
 
 
 def compactions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from analytics.jobs.artifacts import artifact_detail, artifact_losses, artifact_retention
+from analytics.jobs.costs import turn_costs
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import retention_detail, silent_drops
@@ -108,6 +109,18 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     return {"job_offload_read_backs": rows}
 
 
+def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    rows = turn_costs(
+        inputs["turns"],
+        inputs["messages"],
+        inputs["views"],
+        inputs["compactions"],
+        inputs["sessions"],
+        inputs["usage"],
+    )
+    return {"job_turn_costs": rows}
+
+
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",)),
     # retention 4: merges into exact copies match as into near ones; silent drops say why
@@ -115,6 +128,8 @@ JOBS: tuple[Job, ...] = (
     Job("postmortem", 4, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
     Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
     Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
+    # costs: each turn's cache split and cost under its session's price profile (issue 18)
+    Job("costs", 1, _costs, ("job_turn_costs",)),
 )
 
 

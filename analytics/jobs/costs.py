@@ -1,0 +1,377 @@
+"""Turn costs (issue 18): each turn's prompt split into cache reads, writes and uncached tokens
+under its session's price profile, its cost, what it would have cost uncompacted, and the
+summariser calls priced beside it.
+
+Views are rebuilt from the store's rows, not stored: before any compaction a turn's view is the
+system prompt and the history so far; after an effective compaction it is that compaction's
+*after* view (``compaction_views``) followed by the history appended since (the turn's
+``messages`` count says how much). A turn's cached prefix is the whole previous view when no
+compaction came between (views only grow), else the leading positions the compaction's before
+and after views share (the system prompt, up to the first message a Warn offload rewrote), and
+on a session's first turn its system prompt (agents send the same one to every session, so it
+is warm: Claude Code's 15,289 tokens are read on first turns). Tokens are the session's
+calibrated estimate (``fit_calibration`` over its reported usage; bytes // 4 without usage).
+The uncompacted figures price the same turns with the whole history as the view.
+
+Offline (extractive) summaries record no tokens; they are counted as the tokens an LLM
+summariser would have read (the messages summarised, the previous compaction included) and
+written (the summary), as the tuning lab counts them, and flagged ``summarizer_estimated``.
+Pure: frames in, frames out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from analytics.jobs.cache_model import (
+    Calibration,
+    call_cost,
+    fit_calibration,
+    split_cost,
+    split_prompt,
+    within_ttl,
+)
+from analytics.jobs.common import conform, drop_deleted, in_session_order, is_effective
+from analytics.jobs.prices import BUILTIN_PROFILES, NONE, PriceProfile, profile_name_for_model
+
+FACT_COLUMNS: dict[str, pl.DataType] = {
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "turn": pl.Int64(),
+    "profile": pl.String(),
+    "tier": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "prefix_tokens": pl.Int64(),
+    "uncompacted_prompt_tokens": pl.Int64(),
+    "uncompacted_prefix_tokens": pl.Int64(),
+    "output_tokens": pl.Int64(),
+    "summarizer_input_tokens": pl.Int64(),
+    "summarizer_output_tokens": pl.Int64(),
+    "summarizer_estimated": pl.Boolean(),
+    "gap_seconds": pl.Float64(),
+}
+"""What the views say, whatever the prices: ``tier`` is the tier of the newest effective
+compaction at or before the turn (0: none yet), to which its savings are owed."""
+PRICED_COLUMNS: dict[str, pl.DataType] = {
+    "cache_read_tokens": pl.Int64(),
+    "cache_write_tokens": pl.Int64(),
+    "uncached_tokens": pl.Int64(),
+    "cost": pl.Float64(),
+    "uncompacted_cost": pl.Float64(),
+    "summarizer_cost": pl.Float64(),
+}
+TURN_COST_COLUMNS = {**FACT_COLUMNS, **PRICED_COLUMNS}
+
+_TURNS = {
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "turn": pl.Int64(),
+    "messages": pl.Int64(),
+    "history_messages": pl.Int64(),
+    "occurred_at": pl.Datetime("us", "UTC"),
+}
+_MESSAGES = {"session_id": pl.String(), "idx": pl.Int64(), "bytes": pl.Int64()}
+_VIEWS = {
+    "compaction_id": pl.String(),
+    "session_id": pl.String(),
+    "side": pl.String(),
+    "position": pl.Int64(),
+    "sha256": pl.String(),
+    "bytes": pl.Int64(),
+    "status": pl.String(),
+}
+_COMPACTIONS = {
+    "id": pl.String(),
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "tier": pl.Int64(),
+    "effective": pl.Boolean(),
+    "summary_text": pl.String(),
+    "summarizer_model": pl.String(),
+    "summarizer_input_tokens": pl.Int64(),
+    "summarizer_output_tokens": pl.Int64(),
+}
+_SESSIONS = {"session_id": pl.String(), "model": pl.String(), "system_bytes": pl.Int64()}
+_USAGE = {
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "raw_estimated_tokens": pl.Int64(),
+    "input_tokens": pl.Int64(),
+    "output_tokens": pl.Int64(),
+}
+
+ProfileChoice = PriceProfile | Callable[[str], PriceProfile] | None
+"""One profile for every session, a function of the profile name the job stored, or None
+(each session's own profile, from its model name)."""
+
+
+@dataclass
+class _Compaction:
+    seq: int
+    tier: int
+    after_bytes: int
+    after_len: int
+    shared: list[int]
+    """Bytes of the leading positions before and after share, cumulated (``shared[i]``: the
+    first ``i`` positions)."""
+    summarizer: tuple[int, int, bool] | None
+
+
+@dataclass
+class _Session:
+    system_bytes: int
+    history: list[int]
+    """``history[i]``: bytes of history messages ``0..i-1``."""
+    calibration: Calibration
+    outputs: dict[int, int] = field(default_factory=dict)
+    """Reported output tokens by the seq of the usage report."""
+    compactions: list[_Compaction] = field(default_factory=list)
+
+
+def turn_costs(
+    turns: pl.DataFrame,
+    messages: pl.DataFrame,
+    views: pl.DataFrame,
+    compactions: pl.DataFrame,
+    sessions: pl.DataFrame,
+    usage: pl.DataFrame,
+    profile: ProfileChoice = None,
+) -> pl.DataFrame:
+    """One row per turn of a live session (``TURN_COST_COLUMNS``), in (session_id, seq) order,
+    priced under ``profile`` (see ``ProfileChoice``)."""
+    facts = turn_facts(turns, messages, views, compactions, sessions, usage)
+    return price_turns(with_session_profiles(facts, sessions), profile)
+
+
+def turn_facts(
+    turns: pl.DataFrame,
+    messages: pl.DataFrame,
+    views: pl.DataFrame,
+    compactions: pl.DataFrame,
+    sessions: pl.DataFrame,
+    usage: pl.DataFrame,
+) -> pl.DataFrame:
+    """The ``FACT_COLUMNS`` of every turn: sizes and cached prefixes, before any price."""
+    frame = in_session_order(drop_deleted(conform(turns, _TURNS), sessions))
+    built = _sessions(messages, views, compactions, sessions, usage)
+    rows: list[dict[str, Any]] = []
+    for (sid,), group in frame.group_by("session_id", maintain_order=True):
+        state = built.get(str(sid))
+        if state is not None:
+            rows += _turn_rows(str(sid), state, group)
+    return pl.DataFrame(rows, schema=FACT_COLUMNS)
+
+
+def _sessions(
+    messages: pl.DataFrame,
+    views: pl.DataFrame,
+    compactions: pl.DataFrame,
+    sessions: pl.DataFrame,
+    usage: pl.DataFrame,
+) -> dict[str, _Session]:
+    out: dict[str, _Session] = {}
+    sizes: dict[str, list[int]] = {}
+    for sid, group in _by_session(conform(messages, _MESSAGES).sort("session_id", "idx")):
+        sizes[sid] = [0, *group.get_column("bytes").fill_null(0).cum_sum().to_list()]
+    reports = dict(_by_session(conform(usage, _USAGE)))
+    for row in conform(sessions, _SESSIONS).unique("session_id").iter_rows(named=True):
+        sid = row["session_id"]
+        found = reports.get(sid)
+        calibration = Calibration()
+        outputs: dict[int, int] = {}
+        if found is not None:
+            calibration = fit_calibration(
+                found.get_column("raw_estimated_tokens").fill_null(0).to_list(),
+                found.get_column("input_tokens").fill_null(0).to_list(),
+            )
+            outputs = {
+                int(s): int(o)
+                for s, o in found.select("seq", "output_tokens").iter_rows()
+                if s is not None and o is not None
+            }
+        system = int(row["system_bytes"] or 0)
+        out[sid] = _Session(system, sizes.get(sid, [0]), calibration, outputs)
+    _add_compactions(out, views, compactions)
+    return out
+
+
+def _by_session(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    return [(str(k[0]), g) for k, g in frame.group_by("session_id", maintain_order=True)]
+
+
+def _add_compactions(
+    out: Mapping[str, _Session], views: pl.DataFrame, compactions: pl.DataFrame
+) -> None:
+    sides = {
+        str(k[0]): g.sort("side", "position")
+        for k, g in conform(views, _VIEWS).group_by("compaction_id", maintain_order=True)
+    }
+    frame = conform(compactions, _COMPACTIONS).filter(is_effective() & (pl.col("tier") > 0))
+    for row in frame.sort("session_id", "seq").iter_rows(named=True):
+        state = out.get(row["session_id"])
+        view = sides.get(row["id"])
+        if state is None or view is None:
+            continue
+        before = view.filter(pl.col("side") == "before")
+        after = view.filter(pl.col("side") == "after")
+        state.compactions.append(
+            _Compaction(
+                seq=int(row["seq"]),
+                tier=int(row["tier"]),
+                after_bytes=int(after.get_column("bytes").fill_null(0).sum()),
+                after_len=after.height,
+                shared=_shared(before, after),
+                summarizer=_summarizer(row, before),
+            )
+        )
+
+
+def _shared(before: pl.DataFrame, after: pl.DataFrame) -> list[int]:
+    shared = [0]
+    pairs = zip(before.iter_rows(named=True), after.iter_rows(named=True), strict=False)
+    for b, a in pairs:
+        if b["sha256"] is None or b["sha256"] != a["sha256"]:
+            break
+        shared.append(shared[-1] + int(b["bytes"] or 0))
+    return shared
+
+
+def _summarizer(row: Mapping[str, Any], before: pl.DataFrame) -> tuple[int, int, bool] | None:
+    """(input, output, estimated) tokens of the compaction's summariser call, if it made one."""
+    model = row["summarizer_model"]
+    if model is None:
+        return None
+    read, wrote = row["summarizer_input_tokens"] or 0, row["summarizer_output_tokens"] or 0
+    if read or wrote or model != "extractive":
+        return int(read), int(wrote), False
+    summarised = before.filter(pl.col("status") == "summarized").get_column("bytes")
+    text = (row["summary_text"] or "").encode("utf-8", "surrogatepass")
+    return int(summarised.fill_null(0).sum()) // 4, len(text) // 4, True
+
+
+def _turn_rows(sid: str, state: _Session, turns: pl.DataFrame) -> list[dict[str, Any]]:
+    """Walk the turns in seq order beside the session's compactions (see the module text)."""
+    cal, history, comps = state.calibration, state.history, state.compactions
+    has_system = state.system_bytes > 0
+    base_bytes, base_len = (state.system_bytes, 1) if has_system else (0, 0)
+    tier, k = 0, 0
+    prev: tuple[int, int, int, Any] | None = None  # seq, view bytes, view messages, time
+    prev_history = 0
+    report_seqs = sorted(state.outputs)
+    seqs = turns.get_column("seq").to_list()
+    next_seq = dict(itertools.pairwise(seqs))
+    rows: list[dict[str, Any]] = []
+    for seq, turn, n_msgs, n_hist, at in turns.select(
+        "seq", "turn", "messages", "history_messages", "occurred_at"
+    ).iter_rows():
+        h = min(max(int(n_hist or 0), 0), len(history) - 1)
+        pending: list[_Compaction] = []
+        while k < len(comps) and comps[k].seq <= seq:
+            pending.append(comps[k])
+            k += 1
+        if pending:
+            last = pending[-1]
+            base_bytes, base_len, tier = last.after_bytes, last.after_len, last.tier
+        appended = min(max(int(n_msgs or 0) - base_len, 0), h)
+        view = base_bytes + history[h] - history[h - appended]
+        gap = (at - prev[3]).total_seconds() if prev and at is not None and prev[3] else None
+        if prev is None:
+            prefix = cal.tokens(state.system_bytes) if has_system else 0
+        elif pending:
+            depth = min(min(len(c.shared) - 1 for c in pending), prev[2])
+            prefix = cal.tokens(pending[0].shared[depth])
+        else:
+            prefix = cal.tokens(prev[1])
+        whole = state.system_bytes + history[h]
+        summarised = [c.summarizer for c in pending if c.summarizer is not None]
+        rows.append(
+            {
+                "session_id": sid,
+                "seq": seq,
+                "turn": turn,
+                "profile": "",
+                "tier": tier,
+                "prompt_tokens": cal.tokens(view),
+                "prefix_tokens": prefix,
+                "uncompacted_prompt_tokens": cal.tokens(whole),
+                "uncompacted_prefix_tokens": cal.tokens(prev_history) if prev else prefix,
+                "output_tokens": _output(state, report_seqs, seq, next_seq.get(seq), h),
+                "summarizer_input_tokens": sum(s[0] for s in summarised),
+                "summarizer_output_tokens": sum(s[1] for s in summarised),
+                "summarizer_estimated": any(s[2] for s in summarised),
+                "gap_seconds": gap,
+            }
+        )
+        prev, prev_history = (seq, view, int(n_msgs or 0), at), whole
+    return rows
+
+
+def _output(state: _Session, report_seqs: list[int], seq: int, next_seq: int | None, h: int) -> int:
+    """The answer's tokens: the usage report between the turn and the next one, else the
+    estimate of the assistant message it produced (history index ``h``)."""
+    at = bisect.bisect_right(report_seqs, seq)
+    if at < len(report_seqs) and (next_seq is None or report_seqs[at] < next_seq):
+        return state.outputs[report_seqs[at]]
+    sizes = state.history
+    answer = sizes[h + 1] - sizes[h] if h + 1 < len(sizes) else 0
+    return state.calibration.tokens_of_text(answer)
+
+
+def price_turns(facts: pl.DataFrame, profile: ProfileChoice = None) -> pl.DataFrame:
+    """``facts`` (``FACT_COLUMNS``, e.g. the stored job rows) with ``PRICED_COLUMNS`` computed
+    under ``profile`` (None: the built-in profile each row's ``profile`` names); ``profile``
+    is then the name of the profile used."""
+    rows: list[dict[str, Any]] = []
+    for row in conform(facts, FACT_COLUMNS).iter_rows(named=True):
+        chosen = _choose(profile, row["profile"] or "none")
+        rows.append({**row, **priced(row, chosen), "profile": chosen.name})
+    return pl.DataFrame(rows, schema=TURN_COST_COLUMNS)
+
+
+def _choose(profile: ProfileChoice, stored: str) -> PriceProfile:
+    if isinstance(profile, PriceProfile):
+        return profile
+    if profile is not None:
+        return profile(stored)
+    return BUILTIN_PROFILES.get(stored, NONE)
+
+
+def priced(row: Mapping[str, Any], profile: PriceProfile) -> dict[str, Any]:
+    """The ``PRICED_COLUMNS`` of one fact row under ``profile``."""
+    fresh = within_ttl(profile, row["gap_seconds"])
+    split = split_prompt(profile, row["prompt_tokens"], row["prefix_tokens"] if fresh else 0)
+    whole = split_prompt(
+        profile,
+        row["uncompacted_prompt_tokens"],
+        row["uncompacted_prefix_tokens"] if fresh else 0,
+    )
+    output = int(row["output_tokens"] or 0)
+    return {
+        "cache_read_tokens": split.read,
+        "cache_write_tokens": split.write,
+        "uncached_tokens": split.uncached,
+        "cost": split_cost(profile, split, output),
+        "uncompacted_cost": split_cost(profile, whole, output),
+        "summarizer_cost": call_cost(
+            profile, row["summarizer_input_tokens"] or 0, row["summarizer_output_tokens"] or 0
+        ),
+    }
+
+
+def with_session_profiles(facts: pl.DataFrame, sessions: pl.DataFrame) -> pl.DataFrame:
+    """``facts`` with ``profile`` set to each session's built-in profile name (its model's)."""
+    models = conform(sessions, {"session_id": pl.String(), "model": pl.String()}).unique(
+        "session_id"
+    )
+    names = {
+        sid: profile_name_for_model(model) for sid, model in models.iter_rows() if sid is not None
+    }
+    return facts.with_columns(
+        profile=pl.col("session_id").replace_strict(names, default="none", return_dtype=pl.String)
+    )

@@ -1,0 +1,102 @@
+"""The prompt-cache model against what the providers reported (issue 18 item 3).
+
+The dev transcripts are replayed with a window nothing reaches, so every view is the prompt the
+agent really sent; the costs job's predicted cache reads are compared, turn by turn where the
+transcript reported a cache read, with the reads the transcripts' own usage records (read here
+from the imported sessions, not from the job): within 10% in aggregate per provider family,
+within 25% for at least 80% of sessions. Families: Claude Code (Anthropic, explicit
+breakpoints) and mini-swe-agent on DeepSeek (automatic caching in 64-token units); aider ran
+without prompt caching (0 reads on almost every call) and says nothing about the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analytics.importers import ImportedSession, import_path
+from analytics.jobs.costs import turn_costs
+from analytics.queries import frames
+from analytics.queries.materialize import refresh
+from analytics.store import EventStore
+from analytics.tuning.cachecheck import (
+    CACHING_FAMILIES,
+    compare_reads,
+    family_ratios,
+    reported_cache_reads,
+)
+from tests.analytics.replayed import replayed_home
+from tests.transcripts import DEV, TRANSCRIPTS
+
+WINDOW = 100_000_000
+
+pytestmark = pytest.mark.skipif(not DEV, reason=f"the dev transcripts are not at {TRANSCRIPTS}")
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> pl.DataFrame:
+    home = replayed_home(WINDOW, tmp_path_factory)
+    imported: list[ImportedSession] = []
+    for folder in DEV:
+        found, _issues = import_path(folder)
+        imported += [s for s in found if s.agent in CACHING_FAMILIES]
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        costs = frames.turn_costs_frame(store)
+        sessions = frames.sessions_frame(store)
+    return compare_reads(costs, sessions, reported_cache_reads(imported))
+
+
+def test_every_family_is_priced_under_its_providers_profile(compared: pl.DataFrame) -> None:
+    profiles = dict(compared.select("agent", "profile").unique().iter_rows())
+    assert profiles == CACHING_FAMILIES
+
+
+def test_predicted_cache_reads_match_the_reported_ones_within_10_percent_per_family(
+    compared: pl.DataFrame,
+) -> None:
+    ratios = family_ratios(compared)
+    assert set(ratios["agent"]) == set(CACHING_FAMILIES)
+    for row in ratios.iter_rows(named=True):
+        assert row["turns"] >= 50 and row["reported"] > 1_000_000, row
+        assert abs(row["ratio"] - 1) <= 0.10, row
+
+
+def test_predicted_cache_reads_are_within_25_percent_for_80_percent_of_sessions(
+    compared: pl.DataFrame,
+) -> None:
+    per = (
+        compared.group_by("imported")
+        .agg(pl.col("cache_read_tokens").sum(), pl.col("reported").sum())
+        .filter(pl.col("reported") > 0)
+        .with_columns(ratio=pl.col("cache_read_tokens") / pl.col("reported"))
+    )
+    close = per.filter((pl.col("ratio") - 1).abs() <= 0.25)
+    assert per.height >= 15
+    assert close.height >= 0.8 * per.height, per.sort("ratio")
+
+
+def test_pricing_the_same_replays_twice_gives_identical_costs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    home: Path = replayed_home(WINDOW, tmp_path_factory)
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        stored = frames.turn_costs_frame(store)
+        inputs = [
+            read(store)
+            for read in (
+                frames.turns_frame,
+                frames.messages_frame,
+                frames.views_frame,
+                frames.compactions_frame,
+                frames.sessions_frame,
+                frames.usage_frame,
+            )
+        ]
+    first, second = turn_costs(*inputs), turn_costs(*inputs)
+    assert stored.height > 1000 and stored["cost"].sum() > 0
+    assert first.equals(second)
+    assert first.select(stored.columns).equals(stored)
