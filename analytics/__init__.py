@@ -66,7 +66,8 @@ from analytics.report.charts import (
     timeline_figure,
 )
 from analytics.store import EventStore
-from analytics.store.projector import IngestResult, Projector, RebuildResult, rebuild
+from analytics.store.projector import IngestResult, Projector
+from analytics.store.rebuilding import RebuildResult, rebuild
 from analytics.tuning import (
     STRATEGY_KINDS,
     SessionMetrics,

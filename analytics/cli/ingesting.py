@@ -19,7 +19,8 @@ from types import FrameType
 
 from analytics.queries.stats import quarantined_since
 from analytics.store import DB_NAME, EventStore, QuarantinedLine
-from analytics.store.projector import IngestResult, Progress, Projector, rebuild
+from analytics.store.projector import IngestResult, Progress, Projector
+from analytics.store.rebuilding import rebuild
 
 PathArg = str | os.PathLike[str]
 

@@ -29,6 +29,7 @@ from analytics.importers import (
     iter_sessions,
     transcript_files,
 )
+from analytics.importers.reading import check_readable
 from compactor import CompactionRecord
 
 FormatChoice = TranscriptFormat | Literal["auto"]
@@ -45,9 +46,16 @@ def input_files(paths: Sequence[str | os.PathLike[str]], issues: list[ImportIssu
 def iter_file(file: Path, fmt: FormatChoice, issues: list[ImportIssue]) -> Iterator[Item]:
     """The sessions (or, for a harness9 record file, the records) of one file.
 
-    A file that cannot be read at all becomes one issue; an importer that fails unexpectedly
-    on a file becomes one issue too, so that one odd file never stops a long import.
+    A file that cannot be read at all, or must not be (a device, a kernel file such as
+    ``/proc/kmsg``: refused from ``stat`` before anything opens it), becomes one issue; an
+    importer that fails unexpectedly on a file becomes one issue too, so that one odd file
+    never stops a long import.
     """
+    try:  # before any importer opens it: a device or kernel file named here can block
+        check_readable(file)
+    except TranscriptError as exc:
+        issues.append(issue_of(exc))
+        return
     if fmt == "harness9-records":
         yield from _records(file, issues)
         return

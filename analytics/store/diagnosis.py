@@ -57,10 +57,21 @@ def damaged(path: Path, exc: duckdb.Error, *, read_only: bool) -> StoreError:
     return StoreCorruptError(f"{path} is damaged ({first_line(exc)}). {REBUILD}", str(path))
 
 
+_WRITE_FAILURES = (duckdb.TransactionException, duckdb.FatalException)
+"""What DuckDB raises when a write fails under it: a COMMIT that could not write its log, a
+checkpoint that could not write the file (which also invalidates the connection)."""
+
+
 def failure(path: Path, exc: duckdb.Error, doing: str, *, read_only: bool) -> StoreError:
-    """A statement that failed on an open store: I/O is diagnosed, anything else quoted."""
+    """A statement that failed on an open store: I/O is diagnosed (a full or read-only disk,
+    else damage), a failed write is told from the disk, anything else quoted."""
     if isinstance(exc, duckdb.IOException):
         return damaged(path, exc, read_only=read_only)
+    reason = None
+    if isinstance(exc, _WRITE_FAILURES) and not read_only:
+        reason = unwritable_reason(path) or disk_full(path)
+    if reason is not None:
+        return unwritable(path, reason)
     return StoreError(
         f"{doing} on {path} failed ({first_line(exc)}); nothing was committed and the "
         "spool is untouched: fix the cause and try again",

@@ -5,8 +5,9 @@ backups.
 live owner (our owner lock file, or DuckDB's own lock taken by another program), not writable,
 no DuckDB file at all, or a DuckDB file of another storage version. ``private_files`` keeps
 everything the store creates 0600 (folders 0700), as private as the spool it comes from.
-``rebuild`` uses it to move a database aside as a backup and prune older backups. It never
-opens a database and never interprets DuckDB's error messages.
+``rebuild`` uses it to build a new database beside the old one, move the old one aside as a
+backup, swap the new one in and prune older backups. It never opens a database and never
+interprets DuckDB's error messages.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def unwritable_reason(path: Path) -> str | None:
 
 def unwritable(path: Path, reason: str) -> StoreUnwritableError:
     return StoreUnwritableError(
-        f"{path} cannot be written: {reason}. Make it writable or pass another --home; "
-        "nothing is lost, the events wait in the spool.",
+        f"{path} cannot be written: {reason}. Free some space or make it writable, or pass "
+        "another --home; nothing is lost, the events wait in the spool.",
         str(path),
     )
 
@@ -253,6 +254,34 @@ def move_aside(db: Path, stamp: str) -> Backup | None:
     with contextlib.suppress(FileNotFoundError):
         db.with_name(db.name + ".wal").rename(target.with_name(target.name + ".wal"))
     return Backup(target, _size(target) + _size(target.with_name(target.name + ".wal")))
+
+
+BUILDING = ".rebuilding-"
+"""``<db>.rebuilding-<stamp>``: a database being rebuilt beside the one in place."""
+
+
+def build_path(db: Path, stamp: str) -> Path:
+    """Where a rebuild makes the new database: beside ``db``, on the same file system, so that
+    it can be renamed over it in one step once complete."""
+    return db.with_name(f"{db.name}{BUILDING}{stamp}")
+
+
+def discard_builds(db: Path) -> None:
+    """Delete databases of rebuilds that never finished (killed, or failed): their files, logs
+    and lock files. Only the owner of ``db``'s lock may call this."""
+    for part in db.parent.glob(f"{db.name}{BUILDING}*"):
+        if part.is_file() or part.is_symlink():
+            part.unlink(missing_ok=True)
+
+
+def swap_in(new: Path, db: Path) -> None:
+    """Put the complete database ``new`` (and its log, if any) in place of ``db``, which has
+    been moved aside; its lock file is not needed any more."""
+    new_wal = new.with_name(new.name + ".wal")
+    if new_wal.exists():
+        new_wal.rename(db.with_name(db.name + ".wal"))
+    new.rename(db)
+    new.with_name(new.name + OWNER_SUFFIX).unlink(missing_ok=True)
 
 
 BACKUP_STAMP = "%Y%m%dT%H%M%S%f"

@@ -14,7 +14,6 @@ the database while it runs; agents only ever append to the spool.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import sys
 import threading
@@ -24,18 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analytics.store import DB_NAME, EventBatch, EventStore, QuarantinedLine, claim_parent
+from analytics.store import EventBatch, EventStore, QuarantinedLine
 from analytics.store.batch import SpoolPosition
-from analytics.store.files import (
-    BACKUP_STAMP,
-    OwnerLock,
-    foreign_lock_pid,
-    locked,
-    move_aside,
-    prune_backups,
-    unwritable,
-    unwritable_reason,
-)
 from analytics.store.lines import parse_into
 from analytics.store.lines import parse_line as parse_line
 from analytics.store.spoolfiles import (
@@ -369,48 +358,3 @@ class Projector:
             if stopping:
                 return total
             stop.wait(interval_s)
-
-
-@dataclass
-class RebuildResult:
-    ingest: IngestResult
-    backup: Path | None
-    """Where the old database file was moved (None if there was none); its write-ahead log,
-    if it had one, is beside it with ``.wal`` appended."""
-    backup_bytes: int = 0
-    """Size of that backup (database file plus write-ahead log)."""
-    pruned: list[Path] = field(default_factory=list)
-    """Older backups deleted because only the newest ``keep_backups`` are kept."""
-
-
-def rebuild(
-    home: str | os.PathLike[str], progress: Progress | None = None, *, keep_backups: int = 1
-) -> RebuildResult:
-    """Recreate the database from the spool alone, whatever state the old file is in (corrupt,
-    half-created, another version, a directory, read-only); the old file is kept as a full
-    backup and only the newest ``keep_backups`` backups are kept. Refuses (StoreLockedError)
-    while a live process holds the database, and StoreUnwritableError when the home itself
-    cannot be written."""
-    if keep_backups < 1:
-        raise ValueError(
-            f"keep_backups must be at least 1 (every rebuild keeps its backup), got {keep_backups}"
-        )
-    root = Path(home)
-    db = root / DB_NAME
-    claim_parent(db)
-    lock = OwnerLock(db, exclusive=True)  # held from the move until the new store is closed
-    try:
-        pid = foreign_lock_pid(db)
-        if pid is not None:
-            raise locked(db, pid, "another program")
-        stamp = dt.datetime.now(dt.UTC).strftime(BACKUP_STAMP)
-        try:
-            moved = move_aside(db, stamp)
-            pruned = prune_backups(db, keep_backups)
-        except OSError as exc:
-            raise unwritable(db, unwritable_reason(db) or exc.strerror or str(exc)) from exc
-        with EventStore(db, owner_lock=lock) as store:
-            result = Projector(store, root / "spool").ingest(progress)
-    finally:
-        lock.release()
-    return RebuildResult(result, moved.path if moved else None, moved.bytes if moved else 0, pruned)

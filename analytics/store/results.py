@@ -3,21 +3,25 @@
 A job's results live in its own ``job_*`` tables; ``job_stamps`` says, per job and session,
 which job version and which event watermark (the session's newest event seq) the rows cover.
 Replacing one job's rows for some sessions, their stamps, and dropping the rows of sessions that
-are gone happen in ONE transaction, so a reader never sees half a refresh. This mixin runs SQL
-through an open ``EventStore``'s connection (the store owns it and the duckdb import); it
-computes nothing and decides nothing about staleness (``analytics.queries.materialize`` does).
+are gone happen in ONE transaction, so a reader never sees half a refresh; a transaction that
+fails says why (a full disk is told from the disk, never hidden behind its rollback). This
+mixin runs SQL through an open ``EventStore``'s connection; it computes nothing and decides
+nothing about staleness (``analytics.queries.materialize`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from analytics.errors import StoreError
 from analytics.store import EventStore
+from analytics.store.diagnosis import failure
 
 JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
 """What a job table's name must match (it is written into SQL)."""
@@ -74,8 +78,17 @@ class JobResults:
                     )
             self._stamp(job, version, stamps, sessions, reset=reset)
             self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            # a failed COMMIT has ended the transaction already: its ROLLBACK would raise
+            # "no transaction is active" and hide why the COMMIT failed (a full disk)
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise failure(
+                self.path, exc, f"storing the results of job {job!r}", read_only=False
+            ) from exc
         except Exception as exc:
-            self.con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
             raise StoreError(
                 f"could not store the results of job {job!r}: {exc}", str(self.path)
             ) from exc

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from analytics.replay.synthetic import generate_session
 from analytics.store import PROJECTIONS, EventStore
-from analytics.store.projector import Projector, rebuild
+from analytics.store.projector import Projector
+from analytics.store.rebuilding import rebuild
 from compactor import CompactionSession, SpoolSink
 from compactor.events import EventFactory, SessionDeleted, SessionStarted
 from tests.analytics.spool_helpers import (

@@ -24,7 +24,8 @@ import polars as pl
 import pytest
 
 from analytics.store import DB_NAME, EventStore
-from analytics.store.projector import _SWITCH_INTERVAL, GIL_SWITCH_S, Projector, rebuild
+from analytics.store.projector import _SWITCH_INTERVAL, GIL_SWITCH_S, Projector
+from analytics.store.rebuilding import rebuild
 from compactor import CompactionTier, SpoolSink
 from compactor.events import SCHEMA_VERSIONS, EventFactory, MessageAppended, UsageReported
 from tests.analytics.spool_helpers import (

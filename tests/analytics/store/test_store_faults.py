@@ -30,7 +30,7 @@ from analytics.errors import (
     StoreVersionError,
 )
 from analytics.store import DB_NAME, STORE_SCHEMA_VERSION, EventStore
-from analytics.store.projector import rebuild
+from analytics.store.rebuilding import rebuild
 from compactor import SpoolSink
 from tests.analytics.spool_helpers import (
     assert_same_tables,
@@ -295,7 +295,7 @@ def test_home_that_is_a_file_is_unwritable_and_rebuild_says_so(tmp_path: Path) -
 _IN_READ_ONLY_HOME = """
 import sys
 from analytics.errors import StoreError
-from analytics.store.projector import rebuild
+from analytics.store.rebuilding import rebuild
 from analytics.store import EventStore
 home = sys.argv[1]
 for name, attempt in (("open", lambda: EventStore.for_home(home).close()),
