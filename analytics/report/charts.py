@@ -61,19 +61,25 @@ def timeline_figure(
     arrows, e.g. where the estimator learned a prompt the provider counted."""
     fig = _turn_lines(turns)
     _bands(fig, threshold_tokens(thresholds, window, reserve), window)
+    after_last = int(turns.get_column("turn").max() or 0) + 1  # type: ignore[arg-type]
     for tier in TIERS:
         rows = markers.filter(pl.col("tier_name") == tier) if markers.height else markers
         if rows.height == 0:
             continue
+        at = rows.get_column("turn").to_list()
         fig.add_trace(
             go.Scatter(
-                x=rows.get_column("turn").to_list(),
+                # a compaction after the last turn has no turn: drawn just after it
+                x=[after_last if t is None else t for t in at],
                 y=rows.get_column("tokens_before").to_list(),
                 mode="markers",
                 name=tier,
                 marker={"color": TIER_COLOURS[tier], "size": 11, "symbol": "diamond"},
                 customdata=rows.get_column("id").to_list(),
-                hovertemplate=f"{tier} at turn %{{x}}<br>%{{y}} tokens before<extra></extra>",
+                hovertext=[
+                    f"{tier} {'after the last turn' if t is None else f'at turn {t}'}" for t in at
+                ],
+                hovertemplate="%{hovertext}<br>%{y} tokens before<extra></extra>",
             )
         )
     fig.update_yaxes(range=[0, _y_top(turns, markers, window)])

@@ -144,3 +144,27 @@ def test_pareto_front_names_are_never_drawn_as_text_that_can_overlap() -> None:
     assert [n for n in named if n in front] == front  # each front strategy named once, in order
     others = next(t for t in fig.data if t.name == "other strategies")
     assert sorted(others.hovertext) == ["masking", "truncate"]  # the rest: hover only
+
+
+def test_a_compaction_after_the_last_turn_is_drawn_after_it() -> None:
+    turns, markers = _timeline_inputs(14_000)
+    late = pl.DataFrame(
+        {"turn": [None], "tokens_before": [15_000], "tier_name": ["FULL"], "id": ["c4"]},
+        schema=markers.schema,
+    )
+
+    fig = timeline_figure(turns, pl.concat([markers, late]), thresholds={}, window=16_000)
+
+    full = next(t for t in fig.data if t.name == "FULL")
+    assert list(full.x) == [7, 11] and list(full.customdata) == ["c2", "c4"]
+    assert "after the last turn" in full.hovertext[1]
+
+
+def test_notes_are_drawn_as_arrows_at_their_turn() -> None:
+    turns, markers = _timeline_inputs(14_000)
+    notes = pl.DataFrame({"turn": [2], "tokens": [2_000], "text": ["provider counted 15,553"]})
+
+    fig = timeline_figure(turns, markers, thresholds={}, window=16_000, notes=notes)
+
+    (note,) = fig.layout.annotations[-1:]
+    assert (note.x, note.y, note.text, note.showarrow) == (2, 2_000, "provider counted 15,553", True)
