@@ -1,10 +1,13 @@
 """Transcript format detection from content (the first bytes and lines), not the file name.
 
-Order: refuse empty and binary files; a file whose first lines include unindented JSON objects
-is JSON Lines (or a one-line document) and is classified by those objects' keys; a
-pretty-printed JSON document is classified by the keys visible in its first 64 KiB, or, failing
-that, by parsing it (the parsed document is handed on so it is never parsed twice); markdown
-with aider chat headers is aider. Anything else is an ``UnknownFormatError`` saying what was seen.
+Order: a folder is an OpenHands SDK conversation if it has ``event_service/``; refuse empty and
+binary files; a file whose first lines include unindented JSON objects is JSON Lines (or a
+one-line document) and is classified by those objects' keys (Codex rollout items by their
+``type`` and ``payload``); a pretty-printed JSON document is classified by the keys visible in
+its first 64 KiB (an OpenHands V0 event list by its first event's ``id``, ``timestamp`` and
+``source``, before SWE-agent's ``trajectory``), or, failing that, by parsing it (the parsed
+document is handed on so it is never parsed twice); markdown with aider chat headers is aider.
+Anything else is an ``UnknownFormatError`` saying what was seen.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from analytics.errors import UnknownFormatError
+from analytics.importers.codex import ITEM_TYPES as CODEX_ITEMS
 from analytics.importers.harness9_records import looks_like_record
+from analytics.importers.openhands_sdk import event_service
+from analytics.importers.openhands_v0 import event_list
 from analytics.importers.reading import (
     Reporter,
     describe,
@@ -29,6 +35,10 @@ from analytics.text import parse_json
 
 _MINI = re.compile(r'"trajectory_format"\s*:\s*"mini-swe-agent|"mini_version"\s*:')
 _TAU = re.compile(r'^\[\s*\{[\s\S]*?"traj"\s*:\s*\[')
+_OPENHANDS_V0 = re.compile(
+    r'^(?:\{\s*"trajectory"\s*:\s*)?\[\s*\{\s*"id"\s*:\s*\d+\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,'
+    r'\s*"source"\s*:\s*"(?:agent|user|environment)"'
+)
 _SWE = re.compile(r'^\{\s*"(?:environment|trajectory|history)"\s*:')
 _OPENAI_OBJECT = re.compile(r'^\{\s*"messages"\s*:\s*\[')
 _OPENAI_LIST = re.compile(r'^\[\s*\{\s*"role"\s*:')
@@ -59,6 +69,14 @@ def detect_format(path: str | os.PathLike[str]) -> TranscriptFormat:
 def detect(path: Path, report: Reporter | None = None) -> Detection:
     """The format of the file; a document parsed on the way is kept, and its problems that do
     not stop the import (replaced characters) go to ``report``."""
+    if path.is_dir():
+        if event_service(path) is not None:
+            return Detection("openhands-sdk")
+        raise UnknownFormatError(
+            str(path),
+            "a folder that is not an OpenHands conversation (no event_service/ in it); "
+            "import the folder to walk it, or name the transcript files",
+        )
     head = read_head(path)
     text = head.lstrip()
     if text[:1] in ("{", "["):
@@ -89,7 +107,8 @@ def _detect_json(path: Path, text: str, report: Reporter | None) -> Detection:
             keys = f"keys {', '.join(sorted(first)[:8])}" if first else "no keys ({})"
             raise UnknownFormatError(
                 str(path),
-                f"JSON objects with {keys} match no transcript format; {_misplaced(first)}{_HINT}",
+                f"JSON objects with {keys} match no transcript format; {_misplaced(first)}"
+                f"{_conversation_part(path)}{_HINT}",
             )
         return Detection(fmt)
     sniffed = _sniff_document(text)
@@ -132,7 +151,17 @@ def looks_like_aider(head: str) -> bool:
     return bool(_AIDER_HEADER.search(head) or _AIDER_USER.search(head))
 
 
+def _conversation_part(path: Path) -> str:
+    """A hint for one file of an OpenHands conversation folder named on its own."""
+    for parent in path.parents:
+        if parent.name == "event_service":
+            return f"it is part of the OpenHands conversation {parent.parent}: import that folder; "
+    return ""
+
+
 def _sniff_document(text: str) -> TranscriptFormat | None:
+    if _OPENHANDS_V0.search(text):
+        return "openhands-v0"
     if _MINI.search(text):
         return "mini-swe-agent"
     if _SWE.search(text):
@@ -145,6 +174,10 @@ def _sniff_document(text: str) -> TranscriptFormat | None:
 def classify_object(obj: dict[str, Any]) -> TranscriptFormat | None:
     """The format a JSON object (a JSONL line or a whole document) belongs to, if any."""
     kind = obj.get("type")
+    if kind in CODEX_ITEMS and isinstance(obj.get("payload"), dict):
+        return "codex"
+    if event_list(obj) is not None:
+        return "openhands-v0"
     if isinstance(kind, str) and (kind in _CLAUDE_TYPES or any(k in obj for k in _CLAUDE_KEYS)):
         return "claude-code"
     if looks_like_record(obj):
@@ -168,6 +201,8 @@ def classify_document(doc: object) -> TranscriptFormat | None:
     """The format of a parsed JSON document, if any."""
     if isinstance(doc, dict):
         return classify_object(doc)
+    if event_list(doc) is not None:
+        return "openhands-v0"
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         first = doc[0]
         if isinstance(first.get("role"), str) or any(

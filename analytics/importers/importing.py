@@ -1,8 +1,11 @@
 """Importing files and folders: format dispatch, folder walks and issue collection.
 
-``iter_sessions`` streams the sessions of one file; ``iter_path``/``import_path`` do the same over
-files and folders (walked recursively, in name order, hidden entries skipped), turning every file
-that cannot be imported into one ``ImportIssue`` and going on with the rest. Problems inside a
+``iter_sessions`` streams the sessions of one file (or of one OpenHands SDK conversation folder);
+``iter_path``/``import_path`` do the same over files and folders (walked recursively, in name
+order, hidden entries skipped but for a Codex home's rollout folders, ``.codex/sessions`` and
+``.codex/archived_sessions``; an OpenHands conversation folder met on the walk is one input, read
+whole), turning every file that cannot be imported into one ``ImportIssue`` and going on with
+the rest. Problems inside a
 readable file (a bad line, a bad message) are issues too, and everything valid beside them is
 still imported. harness9 record files hold compaction records, not conversations: read them with
 ``iter_records``/``import_records``.
@@ -20,10 +23,13 @@ from typing import Literal
 from analytics.errors import TranscriptError, UnknownFormatError
 from analytics.importers.aider import iter_aider_sessions
 from analytics.importers.claude_code import iter_claude_code_sessions
+from analytics.importers.codex import iter_codex_sessions
 from analytics.importers.detect import Detection, detect, looks_like_aider
 from analytics.importers.harness9_records import iter_harness9_records
 from analytics.importers.mini_swe_agent import iter_mini_swe_agent_sessions
 from analytics.importers.openai_chat import iter_openai_sessions
+from analytics.importers.openhands_sdk import event_service, iter_openhands_sdk_sessions
+from analytics.importers.openhands_v0 import iter_openhands_v0_sessions
 from analytics.importers.reading import IssueSink, Reporter, read_head
 from analytics.importers.session import FORMATS, ImportedSession, ImportIssue, TranscriptFormat
 from analytics.importers.swe_agent import iter_swe_agent_sessions
@@ -41,13 +47,18 @@ _IMPORTERS: dict[str, _Importer] = {
     "swe-agent": iter_swe_agent_sessions,
     "mini-swe-agent": iter_mini_swe_agent_sessions,
     "aider": iter_aider_sessions,
+    "codex": iter_codex_sessions,
+    "openhands-v0": iter_openhands_v0_sessions,
+    "openhands-sdk": iter_openhands_sdk_sessions,
 }
+_CODEX_HOME = ".codex"
+_CODEX_ROLLOUTS = ("sessions", "archived_sessions")
 
 
 def iter_sessions(
     path: PathLike, format: FormatChoice = "auto", *, issues: list[ImportIssue] | None = None
 ) -> Iterator[ImportedSession]:
-    """The sessions of one transcript file, one at a time.
+    """The sessions of one transcript file (or OpenHands conversation folder), one at a time.
 
     Problems with part of the file are appended to ``issues`` (logged as warnings when it is
     ``None``) and the rest is still yielded. A file that cannot be imported at all (unreadable,
@@ -129,6 +140,8 @@ def _resolve(file: Path, format: FormatChoice, report: Reporter) -> Detection:
         raise ValueError(
             f"unknown format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}"
         )
+    if file.is_dir() or format == "openhands-sdk":
+        return _folder(file, format)
     head = read_head(
         file
     )  # empty, binary or unreadable files fail the same way whatever the format
@@ -141,6 +154,22 @@ def _resolve(file: Path, format: FormatChoice, report: Reporter) -> Detection:
     return Detection(format)
 
 
+def _folder(path: Path, format: FormatChoice) -> Detection:
+    """``--format openhands-sdk`` reads a conversation folder, and only that format does."""
+    if format != "openhands-sdk":
+        raise TranscriptError(
+            str(path),
+            f"a folder; --format {format} reads files: name the files, or let auto walk it",
+        )
+    if event_service(path) is None:
+        raise UnknownFormatError(
+            str(path),
+            "--format openhands-sdk: not an OpenHands conversation folder (no event_service/"
+            "base_state.json, no event_service/events/); pass the conversation's folder",
+        )
+    return Detection("openhands-sdk")
+
+
 def _seen(head: str) -> str:
     text = head.lstrip()
     if text[:1] in ("{", "["):
@@ -151,8 +180,9 @@ def _seen(head: str) -> str:
 def transcript_files(
     paths: PathLike | Iterable[PathLike], issues: list[ImportIssue]
 ) -> Iterator[Path]:
-    """Every file under ``paths`` in name order (folders recursively, dot-files skipped);
-    a path that does not exist becomes one issue."""
+    """Every file under ``paths`` in name order (folders recursively, dot-files skipped but for
+    Codex's rollouts; an OpenHands conversation folder as itself); a path that does not exist
+    becomes one issue."""
     roots = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     for root in map(Path, roots):
         if root.is_dir():
@@ -167,7 +197,15 @@ def transcript_files(
 
 def _walk(root: Path, issues: list[ImportIssue]) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        here = Path(dirpath)
+        if event_service(here) is not None:  # one OpenHands conversation: read whole
+            dirnames[:] = []
+            yield here
+            continue
+        if here.name == _CODEX_HOME:  # Codex's settings and logs beside its rollout folders
+            dirnames[:] = sorted(d for d in dirnames if d in _CODEX_ROLLOUTS)
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d == _CODEX_HOME)
         for name in sorted(filenames):
             if name.startswith("."):
                 continue

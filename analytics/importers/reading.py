@@ -262,6 +262,13 @@ def as_dict(value: object, where: str) -> dict[str, Any]:
     return value
 
 
+def sub(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is an object, else ``{}``: for optional parts of formats read
+    tolerantly, where a missing or odd part only means less to read."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def as_list(value: object, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise RecordError(f"{where}: expected a list, got {describe(value)}")
