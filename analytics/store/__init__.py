@@ -2,8 +2,9 @@
 
 The event store and its schema (``eventstore``, ``schema``, ``sql``), what a bad file is
 (``diagnosis``, ``files``), batch commits (``batch``, ``commits``), the projector that loads the
-spool (``projector``), materialised job tables (``results``) and exports (``export``). One backend
-today, the local DuckDB file. Above it, ``analytics.queries`` reads and nothing else opens a
+spool (``projector``: which spool files may be read in ``spoolfiles``, one line in ``lines``),
+``rebuilding`` (a new database built beside the old one), materialised job tables (``results``)
+and exports (``export``). One backend today, the local DuckDB file. Above it, ``analytics.queries`` reads and nothing else opens a
 connection.
 """
 
