@@ -16,7 +16,14 @@ from typing import Annotated, Any
 
 import typer
 
-from analytics.cli.common import Command, HomeOption, WindowOption, handled, resolve_home
+from analytics.cli.common import (
+    Command,
+    HomeOption,
+    PriceProfileOption,
+    WindowOption,
+    handled,
+    resolve_home,
+)
 from analytics.cli.inputs import split_issues
 from analytics.cli.terminal import (
     RunProgress,
@@ -31,12 +38,14 @@ from analytics.cli.terminal import (
     trial_progress,
     tune_table,
 )
+from analytics.jobs.prices import PriceProfile
 from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
 from analytics.queries.materialize import JOBS, Job, refresh
-from analytics.queries.stats import fleet_stats
+from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError
 from analytics.tuning import run_tune, tune_json
+from analytics.tuning.prices import PriceProfileError, resolve_profile
 from analytics.tuning.specs import MAX_TRIALS, GridError
 
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
@@ -66,15 +75,46 @@ def _emit(payload: dict[str, Any]) -> None:
     typer.echo(json.dumps(payload, default=str, ensure_ascii=False))
 
 
-def stats(as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Headline figures of every job: compactions, compression, emergencies, retention."""
+ByOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--by", help=f"Group sessions by {', '.join(COHORT_KEYS)} (repeatable): one table each"
+    ),
+]
+
+
+def _cohort_keys(by: list[str] | None) -> list[CohortKey]:
+    unknown = sorted(set(by or ()) - set(COHORT_KEYS))
+    if unknown:
+        raise typer.BadParameter(
+            f"cannot group by {unknown}; choose from {list(COHORT_KEYS)}", param_hint="--by"
+        )
+    return [k for k in COHORT_KEYS if k in (by or ())]
+
+
+def stats(
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+    by: ByOption = None,
+    price_profile: PriceProfileOption = None,
+) -> None:
+    """Headline figures of every job: compactions, compression, emergencies, retention, cost."""
+    keys = _cohort_keys(by)
+    profile = _profile(price_profile)
     root = resolve_home(home, write=False)
     with handled(), analysed(root) as store:
-        figures = fleet_stats(store, root / "spool")
+        figures = fleet_stats(store, root / "spool", price_profile=profile, by=keys)
     if as_json:
         _emit(figures)
     else:
         stats_table(figures)
+
+
+def _profile(value: str | None) -> PriceProfile | None:
+    try:
+        return resolve_profile(value) if value else None
+    except PriceProfileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--price-profile") from None
 
 
 def retention(

@@ -67,6 +67,16 @@ WindowOption = Annotated[
 ]
 
 
+PriceProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--price-profile",
+        help="anthropic, openai, deepseek, none, or a TOML profile file (default: each "
+        "session's profile from its model name)",
+    ),
+]
+
+
 def resolve_home(home: Path | None, *, write: bool = True) -> Path:
     """``--home``, else ``$COMPACTLENS_HOME``, else ``./data``; exit 1 with one line when it is
     a file, under a file, or (for commands that write) not writable."""

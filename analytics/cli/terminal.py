@@ -270,9 +270,9 @@ def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
     console.print(_figures(title, _ingest_rows(report.result)))
 
 
-def stats_table(stats: Mapping[str, Any]) -> None:
-    """The headline figures of ``stats --json``, each explained, and a warning for an
-    unprojected spool (on stderr)."""
+def stats_table(stats: Mapping[str, Any], title: str = "compactlens") -> None:
+    """The headline figures of ``stats --json``, each explained, then the same for each
+    cohort of ``--by``, and a warning for an unprojected spool (on stderr)."""
     tokens, emergency = stats["tokens"], stats["emergency"]
     share = tokens["saved_share"]
     ratio = stats.get("median_compression_ratio")
@@ -288,14 +288,18 @@ def stats_table(stats: Mapping[str, Any]) -> None:
         ("emergency offloads (nothing dropped)", emergency["offload_only"]),
         ("emergencies per 100 turns", _num(emergency["per_100_turns"])),
         ("median compression ratio (tokens after/before)", _num(ratio)),
-        ("tokens billed (view tokens over all turns)", tokens["billed"]),
+        ("tokens billed (views over all turns + summariser calls)", tokens["billed"]),
         ("tokens without compaction", tokens["uncompacted"]),
         ("share saved", "–" if share is None else f"{share:.1%}"),
+        *_cost_rows(stats.get("cost")),
         ("silent drops (intent or decisions lost)", stats["silent_drops"]),
         ("artifact retention (paths, commands, errors kept)", _rate(artifacts["rate"])),
         ("quarantined spool lines", stats["quarantined"]),
     ]
-    console.print(_figures("compactlens", rows))
+    console.print(_figures(title, rows))
+    for group in stats.get("groups", []):
+        key = ", ".join(f"{k} {v}" for k, v in group["key"].items())
+        stats_table(group["stats"], title=f"compactlens: {key}")
     pending = int(stats.get("unprojected_spool_bytes", 0))
     if pending:
         err_console.print(
@@ -305,6 +309,33 @@ def stats_table(stats: Mapping[str, Any]) -> None:
             markup=False,
             highlight=False,
         )
+
+
+def _cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, object]]:
+    """The cost lines of ``stats``: total, uncompacted, saved, the cache split, per profile."""
+    if not cost or not cost.get("sessions"):
+        return []
+    unit = cost["currency"]
+    share = cost["saved_share"]
+    rows: list[tuple[str, object]] = [
+        (f"cost ({unit}, turns + summariser, predicted prompt cache)", f"{cost['total']:,.4f}"),
+        (f"cost without compaction ({unit})", f"{cost['uncompacted']:,.4f}"),
+        ("cost saved", "–" if share is None else f"{share:.1%}"),
+        ("  cache read / written / uncached tokens", _cache_split(cost)),
+    ]
+    for name, figures in cost["by_profile"].items():
+        rows.append(
+            (
+                f"  priced as {name} ({figures['sessions']:,} sessions)",
+                f"{figures['total']:,.4f} {figures['currency']}",
+            )
+        )
+    return rows
+
+
+def _cache_split(cost: Mapping[str, Any]) -> str:
+    parts = ("cache_read_tokens", "cache_write_tokens", "uncached_tokens")
+    return " / ".join(f"{int(cost[p]):,}" for p in parts)
 
 
 def _num(value: object) -> str:

@@ -1,23 +1,31 @@
 """Headline figures of a store (``compactlens stats``) and the lines a run quarantined.
 
 ``fleet_stats`` assembles the SPEC 5.3 ``stats --json`` object from the jobs: compaction counts
-and compression by tier, emergencies (truncations apart from offload-only), tokens billed
-against the uncompacted history, anchor survival and silent drops, artifact retention. Cheap
-aggregates are computed on read; the per-session jobs are read from their materialised tables
-(``analytics.materialize.refresh`` brings them up to date first). Nothing here writes.
+and compression by tier, emergencies (truncations apart from offload-only), tokens billed (the
+views plus the summariser's calls) against the uncompacted history, cost under each session's
+price profile (or one given), anchor survival and silent drops, artifact retention; with
+``by`` it adds ``groups``, the same object for each cohort of sessions (window, config, source,
+model, agent, harness). Cheap aggregates are computed on read; the per-session jobs are read
+from their materialised tables (``analytics.materialize.refresh`` brings them up to date
+first). Nothing here writes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import polars as pl
 
 from analytics.jobs.artifacts import overall_artifact_retention
 from analytics.jobs.common import is_effective
 from analytics.jobs.compression import compression_by_tier
+from analytics.jobs.costs import price_turns
+from analytics.jobs.prices import BUILTIN_PROFILES, PriceProfile
 from analytics.jobs.retention import anchor_survival
 from analytics.jobs.tiers import emergency_summary
 from analytics.queries import frames as queries
@@ -29,18 +37,24 @@ from compactor import AnchorType, CompactionTier
 
 TIERS = tuple(t for t in CompactionTier if t != CompactionTier.NONE)
 
+CohortKey = Literal["window", "config", "source", "model", "agent", "harness"]
+COHORT_KEYS: tuple[CohortKey, ...] = get_args(CohortKey)
+"""What ``stats --by`` groups sessions by."""
+HARNESSES = ("claude-code", "codex", "openhands")
+"""Agents that are coding harnesses with their own compaction (``--by harness``)."""
+
 _COUNTS_SQL = """
 SELECT
-  (SELECT count(*) FROM sessions WHERE deleted_at IS NULL) AS sessions,
+  (SELECT count(*) FROM sessions WHERE deleted_at IS NULL AND {scope}) AS sessions,
   (SELECT count(*) FROM turns WHERE {live}) AS turns,
   (SELECT count(*) FROM messages WHERE {live}) AS messages,
-  (SELECT count(*) FROM events) AS events,
+  (SELECT count(*) FROM events WHERE {scope}) AS events,
   (SELECT count(*) FROM anchor_items WHERE {live}) AS anchor_items,
   (SELECT count(*) FROM offloads WHERE {live}) AS offloads,
   (SELECT median(compression_ratio) FROM compactions
     WHERE {effective} AND tier > 0 AND {live}) AS median_compression_ratio,
   (SELECT count(*) FROM quarantine) AS quarantined
-""".replace("{live}", queries.LIVE).replace("{effective}", queries.EFFECTIVE)
+""".replace("{effective}", queries.EFFECTIVE)
 
 
 _NOOPS_SQL = """
@@ -55,53 +69,132 @@ SELECT
        AND c.seq < t.seq AND c.seq > coalesce(t.prev, -1)))
   + (SELECT count(*) FROM compactions
      WHERE tier > 0 AND NOT {effective} AND trigger = 'manual' AND {live})
-""".replace("{live}", queries.LIVE).replace("{effective}", queries.EFFECTIVE)
+""".replace("{effective}", queries.EFFECTIVE)
 """Every call that decided a tier and changed nothing (SPEC 3.3a.5): each turn whose view was
 prepared at a tier above NONE with no effective compaction since the turn before (a session
 emits the first no-op of a run only, but every turn has its ``view_prepared``), plus manual
 ``/compact`` calls that had nothing to do."""
 
 
-def fleet_stats(store: EventStore, spool_dir: Path | None = None) -> dict[str, Any]:
-    """The SPEC 5.3 ``stats --json`` object (plus a few more keys; none renamed)."""
-    counts = store.query(_COUNTS_SQL).row(0, named=True)
-    sessions = queries.sessions_frame(store)
-    compactions = compaction_figures(store)  # no summary text: every compaction is read
-    turns = queries.turn_sessions(store)  # the emergency rate only counts turns
-    out: dict[str, Any] = {
-        "sessions": counts["sessions"],
-        "turns": counts["turns"],
-        "compactions": _compactions(compactions, _noop_calls(store)),
-        "emergency": _emergency(compactions, turns, sessions),
-        "compression": _compression(compactions, sessions),
-        "tokens": _tokens(store),
-        "anchor_retention": _anchor_retention(store),
-        "silent_drops": _count(store, "job_silent_drops"),
-        "artifact_retention": _artifact_retention(store),
-        "quarantined": counts["quarantined"],
-    }
-    out.update(
-        messages=counts["messages"],
-        events=counts["events"],
-        anchor_items=counts["anchor_items"],
-        offloads=counts["offloads"],
-        median_compression_ratio=counts["median_compression_ratio"],
-        unprojected_spool_bytes=(
-            Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
-        ),
+@dataclass(frozen=True)
+class _Scope:
+    """The sessions a set of figures covers: every live one (``ids`` None) or some."""
+
+    ids: frozenset[str] | None = None
+
+    def sql(self, column: str = "session_id") -> str:
+        if self.ids is None:
+            return "true"
+        quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in sorted(self.ids))
+        return f"{column} IN ({quoted or 'NULL'})"
+
+    def live(self) -> str:
+        return f"{queries.LIVE} AND {self.sql()}"
+
+    def rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if self.ids is None or "session_id" not in frame.columns:
+            return frame
+        return frame.filter(pl.col("session_id").is_in(list(self.ids)))
+
+
+def fleet_stats(
+    store: EventStore,
+    spool_dir: Path | None = None,
+    *,
+    price_profile: PriceProfile | None = None,
+    by: Sequence[CohortKey] = (),
+) -> dict[str, Any]:
+    """The SPEC 5.3 ``stats --json`` object (plus a few more keys; none renamed). Costs use
+    ``price_profile`` for every session, else each session's own (from its model name); with
+    ``by``, ``groups`` holds the same object for each cohort (``key``: each name's value)."""
+    costs = _priced(store, price_profile)
+    known = {**BUILTIN_PROFILES, **({price_profile.name: price_profile} if price_profile else {})}
+    out = _figures(store, _Scope(), costs, known)
+    out["unprojected_spool_bytes"] = (
+        Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
     )
+    if by:
+        out["groups"] = [
+            {"key": key, "stats": _figures(store, _Scope(frozenset(ids)), costs, known)}
+            for key, ids in cohorts(queries.sessions_frame(store), by)
+        ]
     return out
 
 
-def _count(store: EventStore, table: str) -> int:
+def cohorts(
+    sessions: pl.DataFrame, by: Sequence[CohortKey]
+) -> list[tuple[dict[str, Any], list[str]]]:
+    """The live sessions grouped by each of ``by`` (``key``: name → value), ordered by key."""
+    unknown = sorted(set(by) - set(COHORT_KEYS))
+    if unknown:
+        raise ValueError(f"cannot group by {unknown}; choose from {list(COHORT_KEYS)}")
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for row in sessions.filter(pl.col("deleted_at").is_null()).iter_rows(named=True):
+        groups.setdefault(tuple(_cohort_value(row, name) for name in by), []).append(
+            row["session_id"]
+        )
+    ordered = sorted(groups.items(), key=lambda item: tuple(str(v) for v in item[0]))
+    return [(dict(zip(by, values, strict=True)), ids) for values, ids in ordered]
+
+
+def _cohort_value(row: dict[str, Any], name: CohortKey) -> Any:
+    if name == "window":
+        return row["context_window"]
+    if name == "config":
+        text = row["config"] or ""
+        return hashlib.sha256(text.encode()).hexdigest()[:8] if text else None
+    if name == "harness":
+        agent = (row["agent"] or "").lower()
+        return next((h for h in HARNESSES if agent.startswith(h)), None)
+    return row[name] or None
+
+
+def _figures(
+    store: EventStore, scope: _Scope, costs: pl.DataFrame, known: Mapping[str, PriceProfile]
+) -> dict[str, Any]:
+    live = scope.live()
+    counts = store.query(_COUNTS_SQL.replace("{live}", live).replace("{scope}", scope.sql())).row(
+        0, named=True
+    )
+    sessions = scope.rows(queries.sessions_frame(store))
+    compactions = scope.rows(compaction_figures(store))  # no summary text
+    turns = scope.rows(queries.turn_sessions(store))  # the emergency rate only counts turns
+    costs = scope.rows(costs)
+    return {
+        "sessions": counts["sessions"],
+        "turns": counts["turns"],
+        "compactions": _compactions(compactions, _noop_calls(store, live)),
+        "emergency": _emergency(compactions, turns, sessions),
+        "compression": _compression(compactions, sessions),
+        "tokens": _tokens(store, scope, costs),
+        "cost": cost_figures(costs, known),
+        "anchor_retention": _anchor_retention(store, scope),
+        "silent_drops": _count(store, "job_silent_drops", scope),
+        "artifact_retention": _artifact_retention(store, scope),
+        "quarantined": counts["quarantined"],
+        "messages": counts["messages"],
+        "events": counts["events"],
+        "anchor_items": counts["anchor_items"],
+        "offloads": counts["offloads"],
+        "median_compression_ratio": counts["median_compression_ratio"],
+    }
+
+
+def _priced(store: EventStore, profile: PriceProfile | None) -> pl.DataFrame:
+    costs = queries.turn_costs_frame(store)
+    return price_turns(costs, profile) if profile is not None else costs
+
+
+def _count(store: EventStore, table: str, scope: _Scope) -> int:
     if not job_table_exists(store, table):
         return 0
-    return int(store.query(f"SELECT count(*) FROM {table}").item())
+    return int(store.query(f"SELECT count(*) FROM {table} WHERE {scope.sql()}").item())
 
 
-def _noop_calls(store: EventStore) -> int:
+def _noop_calls(store: EventStore, live: str) -> int:
     effective = queries.EFFECTIVE.replace("effective", "c.effective")
-    return int(store.query(_NOOPS_SQL.replace("{effective_c}", effective)).item() or 0)
+    sql = _NOOPS_SQL.replace("{effective_c}", effective).replace("{live}", live)
+    return int(store.query(sql).item() or 0)
 
 
 def _compactions(compactions: pl.DataFrame, noops: int) -> dict[str, Any]:
@@ -138,20 +231,88 @@ def _compression(compactions: pl.DataFrame, sessions: pl.DataFrame) -> dict[str,
     return out
 
 
-def _tokens(store: EventStore) -> dict[str, Any]:
+def _tokens(store: EventStore, scope: _Scope, costs: pl.DataFrame) -> dict[str, Any]:
+    """Billed: the views over every turn plus the summariser's input and output (for the
+    offline summariser the tokens an LLM would have read and written), as ``tune`` bills."""
+    summarizer = int(
+        costs.select(pl.col("summarizer_input_tokens") + pl.col("summarizer_output_tokens"))
+        .sum()
+        .item()
+        or 0
+    )
     if not job_table_exists(store, "job_session_timeline"):
-        return {"billed": 0, "uncompacted": 0, "saved_share": None}
-    billed, uncompacted = store.query(
-        """SELECT CAST(coalesce(sum(tokens_billed), 0) AS BIGINT),
+        return {"billed": 0, "uncompacted": 0, "saved_share": None, "summarizer": 0}
+    views, uncompacted = store.query(
+        f"""SELECT CAST(coalesce(sum(tokens_billed), 0) AS BIGINT),
                   CAST(coalesce(sum(tokens_uncompacted), 0) AS BIGINT)
-           FROM job_session_timeline"""
+           FROM job_session_timeline WHERE {scope.sql()}"""
     ).row(0)
+    billed = views + summarizer
     share = 1 - billed / uncompacted if uncompacted else None
-    return {"billed": billed, "uncompacted": uncompacted, "saved_share": share}
+    return {
+        "billed": billed,
+        "uncompacted": uncompacted,
+        "saved_share": share,
+        "views": views,
+        "summarizer": summarizer,
+    }
 
 
-def _anchor_retention(store: EventStore) -> dict[str, Any]:
-    detail = retention_status_rows(store)  # four columns, not the item texts
+def cost_figures(
+    costs: pl.DataFrame, known: Mapping[str, PriceProfile] = BUILTIN_PROFILES
+) -> dict[str, Any]:
+    """``cost`` of ``stats --json`` from priced turn rows (``analytics.jobs.costs``): the total
+    (turns plus summariser calls), what the same turns would have cost uncompacted, the share
+    saved, the cache split, per tier the saving owed to it (turns after its compactions) less
+    its summariser calls, and per profile the same sums. Totals add the sessions priced in USD
+    only (``none``'s cost is millions of tokens), unless no session is."""
+    profiles = {name: frame for (name,), frame in costs.group_by("profile", maintain_order=True)}
+    currencies = {n: known[n].currency if n in known else "USD" for n in profiles}
+    currency = (
+        "USD" if "USD" in currencies.values() or not currencies else next(iter(currencies.values()))
+    )
+    counted = costs.filter(
+        pl.col("profile").is_in([n for n, c in currencies.items() if c == currency])
+    )
+    out: dict[str, Any] = {"currency": currency, **_cost_sums(counted)}
+    out["by_tier"] = {t.name: _tier_cost(counted, int(t)) for t in TIERS}
+    out["by_profile"] = {
+        str(name): {"currency": currencies[name], **_cost_sums(frame)}
+        for name, frame in sorted(profiles.items())
+    }
+    return out
+
+
+def _cost_sums(frame: pl.DataFrame) -> dict[str, Any]:
+    sums = frame.select(
+        pl.col("cost", "summarizer_cost", "uncompacted_cost").sum(),
+        pl.col("cache_read_tokens", "cache_write_tokens", "uncached_tokens").sum(),
+        sessions=pl.col("session_id").n_unique(),
+    ).row(0, named=True)
+    total = float(sums["cost"] or 0) + float(sums["summarizer_cost"] or 0)
+    uncompacted = float(sums["uncompacted_cost"] or 0)
+    return {
+        "sessions": int(sums["sessions"] or 0),
+        "total": total,
+        "turns": float(sums["cost"] or 0),
+        "summarizer": float(sums["summarizer_cost"] or 0),
+        "uncompacted": uncompacted,
+        "saved_share": 1 - total / uncompacted if uncompacted else None,
+        "cache_read_tokens": int(sums["cache_read_tokens"] or 0),
+        "cache_write_tokens": int(sums["cache_write_tokens"] or 0),
+        "uncached_tokens": int(sums["uncached_tokens"] or 0),
+    }
+
+
+def _tier_cost(frame: pl.DataFrame, tier: int) -> dict[str, Any]:
+    rows = frame.filter(pl.col("tier") == tier)
+    saved = float((rows["uncompacted_cost"] - rows["cost"]).sum() or 0)
+    summarizer = float(rows["summarizer_cost"].sum() or 0)
+    return {"saved": saved, "summarizer": summarizer, "net": saved - summarizer}
+
+
+def _anchor_retention(store: EventStore, scope: _Scope) -> dict[str, Any]:
+    detail = retention_status_rows(store) if scope.ids is None else _retention_rows(store, scope)
     survival = anchor_survival(detail) if detail.height else pl.DataFrame()
     rows = {r["anchor_type"]: r for r in survival.iter_rows(named=True)} if survival.height else {}
     return {
@@ -163,8 +324,17 @@ def _anchor_retention(store: EventStore) -> dict[str, Any]:
     }
 
 
-def _artifact_retention(store: EventStore) -> dict[str, Any]:
-    per_compaction = job_table(store, "job_artifacts")
+def _retention_rows(store: EventStore, scope: _Scope) -> pl.DataFrame:
+    if not job_table_exists(store, "job_retention_detail"):
+        return pl.DataFrame()
+    return store.query(
+        f"""SELECT anchor_type, status, last_compaction, reaches_last FROM job_retention_detail
+            WHERE {scope.live()}"""
+    )
+
+
+def _artifact_retention(store: EventStore, scope: _Scope) -> dict[str, Any]:
+    per_compaction = scope.rows(job_table(store, "job_artifacts"))
     if per_compaction.is_empty():
         return {"rate": None, "lost": 0, "sessions": 0, "no_content_sessions": 0}
     row = overall_artifact_retention(per_compaction).row(0, named=True)

@@ -119,6 +119,25 @@ def test_emergencies_and_tokens_billed_agree(replayed: tuple[Path, dict[str, Any
     assert figures["emergency"]["truncations"] == truncations
     assert figures["emergency"]["offload_only"] == offloads
     assert figures["emergency"]["per_100_turns"] == pytest.approx(emergencies * 100 / turns)
-    assert figures["tokens"]["billed"] == billed
+    (summarizer,) = _sql(
+        home,
+        f"""SELECT CAST(coalesce(sum(CASE
+                WHEN coalesce(summarizer_input_tokens, 0) + coalesce(summarizer_output_tokens, 0)
+                     > 0 OR summarizer_model <> 'extractive'
+                THEN coalesce(summarizer_input_tokens, 0) + coalesce(summarizer_output_tokens, 0)
+                ELSE (SELECT coalesce(sum(v.bytes), 0) FROM compaction_views v
+                      WHERE v.compaction_id = c.id AND v.side = 'before'
+                        AND v.status = 'summarized') // 4
+                     + octet_length(encode(coalesce(summary_text, ''))) // 4 END), 0) AS BIGINT)
+            FROM compactions c
+            WHERE coalesce(effective, true) AND tier > 0 AND summarizer_model IS NOT NULL
+              AND {LIVE}""",
+    )
+    assert summarizer > 0  # the offline summariser is billed as an LLM would have been
+    assert figures["tokens"]["views"] == billed
+    assert figures["tokens"]["summarizer"] == summarizer
+    assert figures["tokens"]["billed"] == billed + summarizer
     assert figures["tokens"]["uncompacted"] == uncompacted
-    assert figures["tokens"]["saved_share"] == pytest.approx(1 - billed / uncompacted)
+    assert figures["tokens"]["saved_share"] == pytest.approx(
+        1 - (billed + summarizer) / uncompacted
+    )
