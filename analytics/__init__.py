@@ -19,16 +19,20 @@ from analytics.errors import (
 )
 from analytics.jobs.anchor_matching import ANCHOR_ORDER
 from analytics.jobs.compression import compression_by_tier
+from analytics.jobs.explanations import drop_reason_words, fix_words
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
 from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
 from analytics.jobs.tiers import compaction_turns
 from analytics.jobs.timeline import turn_timeline
 from analytics.queries.app import (
+    anchor_coverage,
     compaction_figures,
     compaction_list,
     compaction_view,
+    config_toml,
     emergency_list,
+    estimate_moves,
     event_count,
     retention_status_rows,
     session_metadata,
@@ -102,6 +106,7 @@ __all__ = [
     "TranscriptError",
     "TuneProgress",
     "UnknownFormatError",
+    "anchor_coverage",
     "anchor_items_frame",
     "anchor_survival",
     "billing_figure",
@@ -112,9 +117,13 @@ __all__ = [
     "compactions_frame",
     "compression_by_tier",
     "compression_figure",
+    "config_toml",
     "contributors_figure",
+    "drop_reason_words",
     "emergency_list",
+    "estimate_moves",
     "event_count",
+    "fix_words",
     "fleet_stats",
     "job_table",
     "lead_up_figure",

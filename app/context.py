@@ -19,6 +19,7 @@ import streamlit as st
 from analytics import (
     EventStore,
     StoreError,
+    anchor_coverage,
     anchor_items_frame,
     compaction_figures,
     compaction_list,
@@ -27,6 +28,7 @@ from analytics import (
     compactions_frame,
     compression_by_tier,
     emergency_list,
+    estimate_moves,
     fleet_stats,
     job_table,
     messages_frame,
@@ -38,6 +40,7 @@ from analytics import (
     session_sources,
     session_summaries,
     sessions_frame,
+    silent_drops,
     synthetic_frame,
     system_prompt,
     turn_timeline,
@@ -93,6 +96,16 @@ def _retention(store: EventStore, sid: str | None) -> pl.DataFrame:
     )
 
 
+def _silent_drops(store: EventStore, sid: str | None) -> pl.DataFrame:
+    """One session's silent drops as the retention job stores them: with the turn and tier of
+    the compactions that introduced and dropped each item, and the reason."""
+    scope = _session_list(sid)
+    detail = _retention(store, sid)
+    if detail.height == 0:
+        return detail
+    return silent_drops(detail, compactions_frame(store, scope), turns_frame(store, scope))
+
+
 READS: dict[str, Read] = {
     "fleet": lambda s, _: fleet_stats(s),
     "summaries": lambda s, _: session_summaries(s),
@@ -114,6 +127,9 @@ READS: dict[str, Read] = {
     "markers": _markers,
     "postmortems": lambda s, sid: postmortem_json(s, sid, counterfactuals=True),
     "retention": _retention,
+    "silent_drops": _silent_drops,
+    "coverage": lambda s, sid: anchor_coverage(s, sid),
+    "estimate_moves": lambda s, sid: estimate_moves(s, sid or ""),
     "retention_fleet": lambda s, _: retention_status_rows(s),
     "silent_drops_fleet": lambda s, _: job_table(s, "job_silent_drops"),
 }

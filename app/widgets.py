@@ -8,7 +8,8 @@ It reads nothing from the store itself: the options it offers are handed to it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 import streamlit as st
@@ -40,16 +41,32 @@ def param(name: str) -> str | None:
     return str(value) if value else None
 
 
-def pick(name: str, options: Sequence[str], label: str, *, empty: str) -> str | None:
+def pick(
+    name: str,
+    options: Sequence[str],
+    label: str,
+    *,
+    empty: str,
+    labels: Mapping[str, str] | None = None,
+) -> str | None:
     """The value of query parameter ``name`` if given, else a picker over ``options`` that
-    writes its choice back into the URL (so the view can be shared). None: nothing chosen."""
+    writes its choice back into the URL (so the view can be shared). ``labels`` say what each
+    option is (the URL keeps the option itself). None: nothing chosen."""
     chosen = param(name)
     if chosen is not None:
         return chosen
     if not options:
         st.info(empty)
         return None
-    value = st.selectbox(label, list(options), index=None, placeholder="choose one", key=name)
+    shown = labels or {}
+    value = st.selectbox(
+        label,
+        list(options),
+        index=None,
+        placeholder="choose one",
+        key=name,
+        format_func=lambda option: shown.get(option, option),
+    )
     if value is None:
         return None
     st.query_params[name] = value
@@ -69,6 +86,14 @@ def paginate(frame: pl.DataFrame, key: str, *, page_size: int = 50) -> pl.DataFr
     start = (page - 1) * page_size
     st.caption(f"rows {start + 1:,}–{min(start + page_size, frame.height):,} of {frame.height:,}")
     return frame.slice(start, page_size)
+
+
+def marker_label(row: Mapping[str, Any]) -> str:
+    """A compaction (a ``compaction_turns`` row with its tokens) as the timeline and the diff
+    picker name it: turn, tier, tokens before and after."""
+    turn = "after the last turn" if row["turn"] is None else f"turn {row['turn']}"
+    tokens = f"{row['tokens_before']:,} → {row['tokens_after']:,} tokens"
+    return f"{turn} · {row['tier_name']} · {tokens}"
 
 
 def link(page: str, label: str, **params: str) -> None:

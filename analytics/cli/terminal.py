@@ -26,7 +26,7 @@ from rich.text import Text
 
 from analytics.cli.commands import FileProgress, IngestReport, RunReport
 from analytics.importers import ImportIssue
-from analytics.jobs.explanations import fix_words
+from analytics.jobs.explanations import drop_reason_words, fix_words
 from analytics.store import QuarantinedLine
 from analytics.store.projector import IngestResult
 from analytics.store.projector import Progress as IngestProgress
@@ -368,16 +368,9 @@ def retention_table(found: Mapping[str, Any]) -> None:
             d["item"],
             _compaction_at(d.get("introduced_turn"), None, d["introduced_at"]),
             _compaction_at(d.get("dropped_turn"), d.get("dropped_tier"), d["dropped_at"]),
-            _DROP_WHY.get(d.get("reason") or "", "nothing known"),
+            drop_reason_words(d.get("reason")),
         )
     console.print(drops)
-
-
-_DROP_WHY = {
-    "cap": "the summary kept as many as before and took a newer one in its place (its cap)",
-    "age": "an old item: it had lasted several compactions",
-    "unknown": "nothing known",
-}
 
 
 def _compaction_at(turn: int | None, tier: str | None, compaction_id: str) -> str:

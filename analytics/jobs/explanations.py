@@ -3,7 +3,8 @@
 ``cause_keys`` turns one row of the emergencies frame (with the columns of
 ``analytics.jobs.causes``) into the post-mortem's ``cause``, ``explanation``, ``window_needed``,
 ``burst`` and the figures behind them; it computes nothing the causes job did not, it only says
-it. Pure: no I/O.
+it. ``fix_words`` and ``drop_reason_words`` are the words the CLI, the report and the app share
+for a post-mortem's fix and a silent drop's reason. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -174,3 +175,16 @@ def fix_words(pm: Mapping[str, Any]) -> str:
         verified = "verified" if pm.get("smallest_change_verified") else "NOT verified"
         return f"{pm.get('smallest_change_detail') or pm['smallest_change']} ({verified})"
     return f"none of the {len(pm.get('counterfactuals') or [])} changes tried avoids it"
+
+
+DROP_REASONS = {
+    "cap": "the summary kept as many as before and took a newer one in its place (its cap)",
+    "age": "an old item: it had lasted several compactions",
+    "unknown": "nothing known",
+}
+"""A silent drop's ``reason`` (``analytics.jobs.retention``) in words."""
+
+
+def drop_reason_words(reason: str | None) -> str:
+    """Why a silent drop happened, in words (``nothing known`` for a reason not recorded)."""
+    return DROP_REASONS.get(reason or "", DROP_REASONS["unknown"])

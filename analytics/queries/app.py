@@ -4,19 +4,23 @@
 app's lists (sessions with their counts, the compactions of one session, the emergencies) need a few
 columns and one aggregate each, so they are read here in one SQL statement apiece. Everything
 goes through ``EventStore.query``; nothing here writes, and nothing here is a figure the jobs
-compute (ratios, survival, post-mortems stay in ``analytics.jobs``).
+compute (ratios, survival, post-mortems stay in ``analytics.jobs``). ``config_toml`` is the one
+piece that is no read: a post-mortem's config as the file ``replay --config`` loads.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
+import tomli_w
 
 from analytics.queries.frames import EFFECTIVE, LIVE
 from analytics.queries.materialize import job_table_exists
 from analytics.store import EventStore
+from compactor import CompactorConfig
 
 
 def session_summaries(store: EventStore) -> pl.DataFrame:
@@ -70,15 +74,20 @@ def compaction_list(store: EventStore, session_id: str) -> pl.DataFrame:
 def emergency_list(store: EventStore, session_id: str | None = None) -> pl.DataFrame:
     """Effective Emergency compactions (of one session, or of every live session), newest
     first: session_id, compaction_id, seq, occurred_at, tokens_before, tokens_after, n_dropped,
-    emergency."""
+    emergency, and cause (the post-mortem job's; null before it ran)."""
     where, params = (f"AND {LIVE}", []) if session_id is None else ("AND session_id = ?", [])
     if session_id is not None:
         params = [session_id]
+    cause = "NULL::VARCHAR AS cause"
+    join = ""
+    if job_table_exists(store, "job_emergencies"):
+        cause = "j.cause"
+        join = "LEFT JOIN job_emergencies j ON j.compaction_id = c.id"
     return store.query(
-        f"""SELECT session_id, id AS compaction_id, seq, occurred_at, tokens_before,
-              tokens_after, n_dropped, emergency
-            FROM compactions WHERE tier = 4 AND {EFFECTIVE} {where}
-            ORDER BY occurred_at DESC, session_id, seq LIMIT 1000""",
+        f"""SELECT c.session_id, c.id AS compaction_id, c.seq, c.occurred_at, c.tokens_before,
+              c.tokens_after, c.n_dropped, c.emergency, {cause}
+            FROM (SELECT * FROM compactions WHERE tier = 4 AND {EFFECTIVE} {where}) c {join}
+            ORDER BY c.occurred_at DESC, c.session_id, c.seq LIMIT 1000""",
         params,
     )
 
@@ -143,6 +152,87 @@ def system_prompt(store: EventStore, session_id: str) -> pl.DataFrame:
            WHERE s.session_id = ? LIMIT 1""",
         [session_id],
     )
+
+
+def estimate_moves(store: EventStore, session_id: str, share: float = 0.1) -> pl.DataFrame:
+    """The usage reports after which the session's estimate moved: the provider counted an
+    input at least ``share`` of the window away from the estimate, and the next turn's history
+    estimate moved by at least half that gap the same way (a calibrated estimator learning a
+    hidden prompt). One row each, in order: reported_turn (the turn the report is of), turn
+    (the next one, where the timeline jumps), estimated_tokens, raw_estimated_tokens (bytes/4),
+    input_tokens (the provider's count), tokens (the view sent at ``turn``), history_before,
+    history_after (the uncompacted history's estimate at the two turns)."""
+    return store.query(
+        """WITH t AS (SELECT seq, turn, tokens, coalesce(history_tokens, tokens) AS history
+                      FROM turns WHERE session_id = ?),
+                u AS (SELECT seq, estimated_input_tokens AS estimated,
+                             raw_estimated_tokens AS raw, input_tokens AS reported
+                      FROM usage WHERE session_id = ? AND input_tokens IS NOT NULL
+                        AND estimated_input_tokens IS NOT NULL),
+                w AS (SELECT max(context_window) AS window FROM sessions
+                      WHERE session_id = ?),
+                m AS (SELECT u.*,
+                        (SELECT max_by(turn, seq) FROM t WHERE t.seq < u.seq) AS reported_turn,
+                        (SELECT max_by(history, seq) FROM t WHERE t.seq < u.seq)
+                          AS history_before,
+                        (SELECT min_by(turn, seq) FROM t WHERE t.seq > u.seq) AS turn,
+                        (SELECT min_by(tokens, seq) FROM t WHERE t.seq > u.seq) AS tokens,
+                        (SELECT min_by(history, seq) FROM t WHERE t.seq > u.seq)
+                          AS history_after
+                      FROM u)
+           SELECT reported_turn, turn, estimated AS estimated_tokens,
+                  raw AS raw_estimated_tokens, reported AS input_tokens, tokens,
+                  history_before, history_after
+           FROM m, w
+           WHERE turn IS NOT NULL AND abs(reported - estimated) >= ? * w.window
+             AND sign(history_after - history_before) = sign(reported - estimated)
+             AND abs(history_after - history_before) >= 0.5 * abs(reported - estimated)
+           ORDER BY m.seq""",
+        [session_id, session_id, session_id, share],
+    )
+
+
+def anchor_coverage(store: EventStore, session_id: str | None = None) -> dict[str, Any]:
+    """What anchor retention has to count (of one session, or of every live session): sessions,
+    metadata_sessions (captured without content), compactions (effective), by tier (warn, soft,
+    full, emergency), fell_back (Soft/Full whose summariser failed: trimmed without a
+    summary), fell_back_error (the most frequent error of those), with_items (compactions
+    with anchor items). Enough to say why a retention chart is empty."""
+    scope, params = (LIVE, []) if session_id is None else ("session_id = ?", [session_id])
+    row = store.query(
+        f"""WITH c AS (SELECT id, tier, fallback, error FROM compactions
+                       WHERE {scope} AND {EFFECTIVE} AND tier > 0),
+                 s AS (SELECT capture FROM sessions WHERE {scope} AND deleted_at IS NULL)
+            SELECT (SELECT count(*) FROM s) AS sessions,
+                   (SELECT count(*) FROM s WHERE capture = 'metadata') AS metadata_sessions,
+                   count(*) AS compactions,
+                   count(*) FILTER (WHERE tier = 1) AS warn,
+                   count(*) FILTER (WHERE tier = 2) AS soft,
+                   count(*) FILTER (WHERE tier = 3) AS full,
+                   count(*) FILTER (WHERE tier = 4) AS emergency,
+                   count(*) FILTER (WHERE tier IN (2, 3) AND fallback LIKE '%budget_trim%')
+                     AS fell_back,
+                   mode(error) FILTER (WHERE tier IN (2, 3) AND fallback LIKE '%budget_trim%')
+                     AS fell_back_error,
+                   (SELECT count(DISTINCT compaction_id) FROM anchor_items
+                    WHERE compaction_id IN (SELECT id FROM c)) AS with_items
+            FROM c""",
+        params * 2,
+    )
+    return row.row(0, named=True)
+
+
+def config_toml(config: Mapping[str, Any]) -> str:
+    """``config`` (a ``CompactorConfig`` dict, e.g. a post-mortem's ``smallest_change_config``)
+    as the TOML file ``compactlens replay --config`` loads: validated first (``ValueError``
+    naming the bad field), fields left unset (None) omitted, since TOML has no null."""
+    try:
+        checked = CompactorConfig.model_validate(dict(config))
+    except ValueError as exc:
+        raise ValueError(
+            f"not a CompactorConfig: {exc}; re-run `compactlens postmortem` to recompute it"
+        ) from None
+    return tomli_w.dumps(checked.model_dump(mode="json", exclude_none=True))
 
 
 def event_count(store: EventStore) -> int:

@@ -17,7 +17,7 @@ import streamlit as st
 
 from analytics import ANCHOR_ORDER
 from app.context import frame, known_session, session_ids
-from app.widgets import EMPTY_STORE, link, not_found, paginate, pick
+from app.widgets import EMPTY_STORE, link, marker_label, not_found, paginate, pick
 
 STATUS_COLOURS = {
     "system": "gray",
@@ -74,7 +74,11 @@ def _anchors(sid: str, cid: str, previous: str | None) -> None:
 
 
 def _neighbours(sid: str, cid: str) -> tuple[str | None, str | None]:
-    ids = [str(i) for i in frame("compaction_list", sid).get_column("id").to_list()]
+    """The effective compactions before and after ``cid`` (a no-op opened by its link has
+    none: it is not on the timeline either)."""
+    ids = [str(i) for i in frame("markers", sid).get_column("id").to_list()]
+    if cid not in ids:
+        return None, None
     at = ids.index(cid)
     return (ids[at - 1] if at > 0 else None), (ids[at + 1] if at + 1 < len(ids) else None)
 
@@ -96,9 +100,17 @@ def _record(record: dict[str, Any]) -> None:
 
 
 def _choose(sid: str) -> str | None:
-    options = frame("compaction_list", sid)
-    labels = [f"{r['id']}" for r in options.iter_rows(named=True)]
-    return pick("compaction", labels, "compaction", empty="This session has no compactions.")
+    """The compaction to show: the link's, or one picked among the effective compactions (the
+    timeline's markers; no-ops changed nothing and have no diff to read)."""
+    markers = frame("markers", sid)
+    labels = {str(r["id"]): marker_label(r) for r in markers.iter_rows(named=True)}
+    return pick(
+        "compaction",
+        list(labels),
+        "compaction (turn · tier · tokens before → after)",
+        empty="This session has no effective compaction: its context never reached Warn.",
+        labels=labels,
+    )
 
 
 def render() -> None:
@@ -120,6 +132,11 @@ def render() -> None:
         f"**{record['tier_name']}** · {record['tokens_before']:,} → {record['tokens_after']:,} "
         f"tokens · {record['msgs_before']} → {record['msgs_after']} messages"
     )
+    if record["effective"] is False:
+        st.caption(
+            "A no-op: the tier was decided but there was nothing to compact, so the view was "
+            "sent unchanged (it is not on the timeline)."
+        )
     nav = st.columns(3)
     with nav[0]:
         link("timeline", "back to the timeline", session=sid)

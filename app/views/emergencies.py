@@ -1,9 +1,11 @@
 """Emergencies (``/emergencies[?session=ID]``): the post-mortem of each Emergency compaction.
 
-Without a session: every emergency of the fleet, newest first, each linking to its session.
-With one: for each of its emergencies, ``postmortem_json``'s lead-up (ratio per turn against
-the session's thresholds), the messages that pushed it over, what it dropped, and the
-counterfactuals (single config changes replayed over the lead-up) once they are computed.
+Without a session: every emergency of the fleet, newest first, each named by its cause and
+linking to its session. With one: for each of its emergencies, ``postmortem_json``'s cause and
+sentence first, then the fix in words (``app.postmortem``), the lead-up (the ratio the tier was
+decided on, per turn, against the session's thresholds), the messages that pushed it over, what
+it dropped, and the counterfactuals (config changes replayed over the lead-up, with the smallest
+one's config to download) once they are computed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import streamlit as st
 
 from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, contributors_figure, lead_up_figure
 from app.context import frame, known_session, owner, read, session_ids
+from app.postmortem import CAUSE_TITLES, show_cause, show_counterfactuals, show_fix
 from app.widgets import EMPTY_STORE, link, paginate, param
 
 NONE_YET = (
@@ -30,32 +33,30 @@ def _fleet() -> None:
         return
     st.caption(f"{rows.height:,} emergencies (newest first; at most 1,000 listed)")
     for row in paginate(rows, "emergencies_page", page_size=25).iter_rows(named=True):
+        cause = CAUSE_TITLES.get(str(row.get("cause")), "cause not computed yet").lower()
         label = (
-            f"{row['session_id']} — {row['emergency'] or 'emergency'} at seq {row['seq']}, "
-            f"{row['tokens_before']:,} → {row['tokens_after']:,} tokens"
+            f"{row['session_id']} — {cause}: {row['emergency'] or 'emergency'} at seq "
+            f"{row['seq']}, {row['tokens_before']:,} → {row['tokens_after']:,} tokens"
         )
         link("emergencies", label, session=str(row["session_id"]))
 
 
 def _counterfactuals(item: dict[str, Any]) -> None:
-    st.markdown("**Counterfactuals** (each change alone, replayed over the lead-up)")
-    if item.get("counterfactual_status") != "computed":
+    st.markdown("**Counterfactuals** (config changes replayed over the lead-up)")
+    if item.get("counterfactual_status") == "not computed":
         st.info("Not computed yet: they replay the lead-up once per config change.")
         if st.button("compute counterfactuals", key=f"cf_{item['compaction_id']}"):
             with st.spinner("replaying the lead-ups…"):
                 owner().run_jobs((COUNTERFACTUAL_JOB,))
             st.rerun()
         return
-    rows = item.get("counterfactuals") or []
-    if rows:
-        st.table(pl.DataFrame(rows).select("change", "emergency_avoided", "tokens_billed"))
-    smallest = item.get("smallest_change")
-    st.markdown(f"Smallest change that avoids it: **{smallest or 'none of the single changes'}**")
+    show_counterfactuals(item)
 
 
 def _postmortem(item: dict[str, Any], thresholds: dict[str, float], sid: str) -> None:
-    st.subheader(f"Emergency at turn {item['turn']}")
-    st.text(str(item["compaction_id"]))
+    show_cause(item)
+    show_fix(item)
+    st.caption(f"compaction {item['compaction_id']}")
     link("diff", "open its diff", session=sid, compaction=str(item["compaction_id"]))
     lead = pl.DataFrame(item["lead_up"], schema={"turn": pl.Int64, "ratio": pl.Float64})
     top_schema = {

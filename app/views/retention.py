@@ -2,8 +2,11 @@
 
 Survival per anchor type (``anchor_survival`` of ``retention_detail``) to the next compaction and
 to the last; silent drops (``silent_drops``: user intent or decisions dropped without anything
-like them later), each linking to the diff of the compaction that dropped it. Without a session,
-the fleet's materialised retention tables; with one, that session's items.
+like them later), as a table naming the compactions by turn and tier with the reason in words
+(``drop_reason_words``), each linking to the diff of the compaction that dropped it. Without a
+session, the fleet's materialised retention tables; with one, that session's items. When there
+is nothing to draw, ``anchor_coverage`` says why (no compaction yet, metadata capture, no
+summarising compaction, every summary failed, ...) instead of an empty chart.
 """
 
 from __future__ import annotations
@@ -11,14 +14,33 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics import anchor_survival, silent_drops, survival_figure
-from app.context import frame, known_session, session_ids
-from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
+from analytics import anchor_survival, drop_reason_words, survival_figure
+from app.context import frame, known_session, read, session_ids
+from app.widgets import EMPTY_STORE, link, paginate, param
+from app.words import empty_reason
 
-NO_ITEMS = (
-    "No anchor items yet: anchors come from summarising compactions (Soft and Full) of sessions "
-    "captured in full. Replay a transcript: compactlens replay PATH --window 16000"
-)
+
+def _drop_rows(drops: pl.DataFrame) -> pl.DataFrame:
+    """The silent drops as a person reads them: compactions by turn and tier, why in words."""
+    rows = []
+    for i, d in enumerate(drops.iter_rows(named=True), start=1):
+        rows.append(
+            {
+                "#": i,
+                "session": str(d["session_id"]),
+                "anchor": str(d["anchor_type"]),
+                "item": str(d["item"]),
+                "introduced at": _at(d.get("introduced_turn"), None),
+                "dropped at": _at(d.get("dropped_turn"), d.get("dropped_tier")),
+                "why": drop_reason_words(d.get("reason")),
+            }
+        )
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _at(turn: int | None, tier: str | None) -> str:
+    where = f"turn {turn}" if turn is not None else "turn unknown"
+    return f"{where} ({tier})" if tier else where
 
 
 def _drops(drops: pl.DataFrame) -> None:
@@ -26,23 +48,30 @@ def _drops(drops: pl.DataFrame) -> None:
     if drops.height == 0:
         st.success("No user intent or key decision was dropped without a replacement.")
         return
-    for row in paginate(drops, "drops_page", page_size=20).iter_rows(named=True):
-        with st.container(border=True):
-            st.caption(f"{row['anchor_type']} · {md_escape(str(row['session_id']))}")
-            st.text(str(row["item"]))
-            link(
-                "diff",
-                "open the compaction that dropped it",
-                session=str(row["session_id"]),
-                compaction=str(row["dropped_at"]),
-            )
+    page = paginate(drops, "drops_page", page_size=20)
+    st.dataframe(_drop_rows(page), hide_index=True)
+    st.caption("Open the compaction that dropped an item:")
+    for i, row in enumerate(page.iter_rows(named=True), start=1):
+        link(
+            "diff",
+            f"#{i}: open the compaction that dropped it "
+            f"({_at(row.get('dropped_turn'), row.get('dropped_tier'))})",
+            session=str(row["session_id"]),
+            compaction=str(row["dropped_at"]),
+        )
 
 
-def _show(detail: pl.DataFrame, drops: pl.DataFrame, title: str) -> None:
-    if detail.height == 0:
-        st.info(NO_ITEMS)
-        return
-    st.plotly_chart(survival_figure(anchor_survival(detail), title))
+def _show(detail: pl.DataFrame, drops: pl.DataFrame, title: str, sid: str | None) -> None:
+    survival = anchor_survival(detail) if detail.height else detail
+    drawable = survival.height and (
+        survival.get_column("survival_next").drop_nulls().len()
+        or survival.get_column("survival_last").drop_nulls().len()
+    )
+    if not drawable:
+        scope = "this session" if sid else "the fleet"
+        st.info(empty_reason(read("coverage", sid), scope))
+    else:
+        st.plotly_chart(survival_figure(survival, title))
     _drops(drops)
 
 
@@ -61,15 +90,14 @@ def render() -> None:
             st.query_params["session"] = str(choice)
             sid = str(choice)
     if sid is None:
-        _show(frame("retention_fleet"), frame("silent_drops_fleet"), "Anchor survival, whole fleet")
+        fleet = frame("retention_fleet")
+        _show(fleet, frame("silent_drops_fleet"), "Anchor survival, whole fleet", None)
         return
     if not known_session(sid):
         link("retention", "whole fleet")
         return
     st.text(sid)
-    detail = frame("retention", sid)
-    drops = silent_drops(detail) if detail.height else detail
-    _show(detail, drops, "Anchor survival, this session")
+    _show(frame("retention", sid), frame("silent_drops", sid), "Anchor survival, this session", sid)
     link("timeline", "this session's timeline", session=sid)
     link("retention", "whole fleet")
 

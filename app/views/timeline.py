@@ -3,7 +3,10 @@ thresholds, with every compaction as a marker coloured by tier.
 
 The turns come from ``turn_timeline`` (one per ``view_prepared``), the markers from
 ``compaction_turns``; the bands sit at the session's thresholds times its window, less its
-reserve. Selecting a marker (or following its link below the chart) opens the compaction's diff.
+reserve. Where the line jumps because a usage report moved the estimate (``estimate_moves``: a
+calibrated estimator learning the harness's hidden prompt), the turn is annotated and the note
+says why under the chart. Selecting a marker (or following its link below the chart) opens the
+compaction's diff.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import streamlit as st
 
 from analytics import THRESHOLDS, timeline_figure
 from app.context import frame, known_session, session_ids
-from app.widgets import EMPTY_STORE, PAGE_FILES, link, paginate, pick
+from app.widgets import EMPTY_STORE, PAGE_FILES, link, marker_label, paginate, pick
+from app.words import move_sentence
+
+MAX_NOTES = 5  # arrows on the chart; every move is still said under it
 
 
 def _settings(session: pl.DataFrame) -> tuple[dict[str, float], int, int]:
@@ -36,6 +42,16 @@ def _selected(event: Any) -> str | None:
     return None
 
 
+def _notes(moves: pl.DataFrame) -> pl.DataFrame:
+    """The chart's arrows: the first ``MAX_NOTES`` moves, at the view sent that turn."""
+    rows = moves.head(MAX_NOTES)
+    texts = [
+        f"provider counted {r['input_tokens']:,} (estimate {r['estimated_tokens']:,})"
+        for r in rows.iter_rows(named=True)
+    ]
+    return rows.select("turn", "tokens").with_columns(text=pl.Series(texts, dtype=pl.String))
+
+
 def _marker_links(sid: str, markers: pl.DataFrame) -> None:
     st.subheader(f"Compactions ({markers.height:,})")
     if markers.height == 0:
@@ -43,12 +59,7 @@ def _marker_links(sid: str, markers: pl.DataFrame) -> None:
         return
     page = paginate(markers, "markers_page", page_size=20)
     for row in page.iter_rows(named=True):
-        turn = "after the last turn" if row["turn"] is None else f"turn {row['turn']}"
-        label = (
-            f"{row['tier_name']} at {turn}: {row['tokens_before']:,} → "
-            f"{row['tokens_after']:,} tokens (open diff)"
-        )
-        link("diff", label, session=sid, compaction=str(row["id"]))
+        link("diff", f"{marker_label(row)} (open diff)", session=sid, compaction=str(row["id"]))
 
 
 def render() -> None:
@@ -67,6 +78,7 @@ def render() -> None:
         )
         return
     thresholds, window, reserve = _settings(session)
+    moves = frame("estimate_moves", sid)
     fig = timeline_figure(
         turns,
         markers,
@@ -74,12 +86,15 @@ def render() -> None:
         window=window,
         reserve=reserve,
         title=f"Context tokens per turn ({turns.height:,} turns, window {window:,})",
+        notes=_notes(moves) if moves.height else None,
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="timeline_chart")
     chosen = _selected(event)
     if chosen is not None:
         st.switch_page(PAGE_FILES["diff"], query_params={"session": sid, "compaction": chosen})
     st.caption("Select a marker to open that compaction's diff.")
+    for row in moves.iter_rows(named=True):
+        st.info(move_sentence(row))
     _marker_links(sid, markers)
 
 

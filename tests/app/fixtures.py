@@ -3,8 +3,10 @@
 ``build_home`` replays two mini-swe-agent trajectories and a Claude Code session through the
 compactor (offline extractive summariser, 16k window, offload files under the home) with the
 same code the CLI runs, then runs one synthetic session whose content holds ``<script>`` and
-HTML, with a symbolic link planted in its offload folder that points outside it. Nothing is
-mocked; the store is a real DuckDB file under the given folder, closed when this returns.
+HTML, with a symbolic link planted in its offload folder that points outside it, and one whose
+summariser (``DecisionsSummarizer``, scripted) replaces a key decision at its second compaction:
+a silent drop the retention page must show. Nothing is mocked; the store is a real DuckDB file
+under the given folder, closed when this returns.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from compactor import (
     CompactionSession,
     ExtractiveSummarizer,
     Message,
+    PreviousCompaction,
     ProgressiveCompactor,
     SpoolSink,
+    SummaryResult,
     ToolCall,
 )
 
@@ -37,6 +41,8 @@ REPLAYED = (
 )
 WINDOW = 16_000
 HOSTILE_ID = "hostile-<script>-session"
+DECISIONS_ID = "decisions-session"
+DROPPED_DECISION = "Use SQLite for the cache layer"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -45,6 +51,10 @@ class FixtureHome:
     home: Path
     sessions: list[str] = field(default_factory=list)
     hostile: str = HOSTILE_ID
+    decisions: str = DECISIONS_ID
+    effective: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per session, its effective compactions in seq order (id, tier, tokens_before,
+    tokens_after), read from the store with SQL: the truth the pickers are checked against."""
     stats: dict[str, Any] = field(default_factory=dict)
     """``fleet_stats`` of the built store (what ``compactlens stats --json`` prints)."""
 
@@ -87,19 +97,76 @@ def run_hostile(home: Path, session_id: str = HOSTILE_ID, window: int = 8_000) -
     sink.close()
 
 
+class DecisionsSummarizer:
+    """A scripted summariser: the first summary keeps two decisions, every later one keeps one
+    of them and a new one, so the SQLite decision vanishes with nothing like it after."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def summarize(
+        self, transcript: list[Message], previous: PreviousCompaction | None
+    ) -> SummaryResult:
+        self.calls += 1
+        decisions = (
+            [DROPPED_DECISION, "Keep the public API unchanged"]
+            if self.calls == 1
+            else ["Keep the public API unchanged", "Retry the network call three times"]
+        )
+        text = (
+            "## Anchors\n\n### User Intent\nFix the flaky login test\n\n"
+            "### Execution Progress\n- read the tests\n\n### Key Decisions\n"
+            + "".join(f"- {d}\n" for d in decisions)
+            + "\n### Tried Solutions\nN/A\n\n### Next Steps\n- run the tests\n\n"
+            f"## Summary\nSummary number {self.calls} of the work so far.\n"
+        )
+        return SummaryResult(text=text, model="scripted")
+
+
+def run_decisions(home: Path, window: int = 8_000) -> None:
+    """A plain-text session summarised by ``DecisionsSummarizer`` into ``home/spool``."""
+    sink = SpoolSink(home / "spool")
+    compactor = ProgressiveCompactor(
+        DecisionsSummarizer(), window, offloader=CompactionOffloader(home, DECISIONS_ID)
+    )
+    session = CompactionSession(
+        compactor, "You are a coding agent.", session_id=DECISIONS_ID, event_sink=sink
+    )
+    session.append(Message(role="user", content="Fix the flaky login test in auth/tests.py."))
+    for i in range(20):
+        session.prepare()
+        session.append(Message(role="assistant", content=f"Step {i}: " + "reading code. " * 150))
+        session.append(Message(role="user", content=f"Result {i}: " + "looks fine. " * 150))
+    session.close()
+    sink.close()
+
+
+def _effective(store: EventStore) -> dict[str, list[dict[str, Any]]]:
+    rows = store.query(
+        """SELECT session_id, id, tier, tokens_before, tokens_after FROM compactions
+           WHERE coalesce(effective, true) ORDER BY session_id, seq"""
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.iter_rows(named=True):
+        out.setdefault(str(row.pop("session_id")), []).append(row)
+    return out
+
+
 def build_home(home: Path) -> FixtureHome:
     """Replays and the hostile session, projected into ``home``'s store (closed after)."""
     home.mkdir(parents=True, exist_ok=True)
     report = run_replay([TRANSCRIPTS / p for p in REPLAYED], home, compactor_at(home))
     run_hostile(home)
+    run_decisions(home)
     with EventStore.for_home(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
         ids = [str(s) for s in store.query("SELECT session_id FROM sessions").to_series()]
         stats = fleet_stats(store)
+        effective = _effective(store)
     outside = home / "secret.txt"
     outside.write_text("top secret\n", encoding="utf-8")
     folder = next((home / ".compactlens" / "tool_results").glob("hostile-*"))
     (folder / "escape.txt").symlink_to(outside)
     assert report.sessions >= 3, report
-    return FixtureHome(home, sorted(ids), stats=stats)
+    return FixtureHome(home, sorted(ids), stats=stats, effective=effective)

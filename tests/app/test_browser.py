@@ -108,9 +108,9 @@ def test_overview_shows_the_figures_of_stats_json(served: Served) -> None:
 @pytest.mark.parametrize(
     ("name", "prefix", "expected"),
     [
-        ("timeline", "sqlfluff", ("Context tokens per turn", "SOFT at turn", "FULL at turn")),
+        ("timeline", "sqlfluff", ("Context tokens per turn", "· SOFT ·", "· FULL ·")),
         ("offloads", "hostile", ("Offloaded files", "call_0.txt")),
-        ("emergency-post-mortem", "1af7fc5e", ("Emergency at turn", "tokens dropped")),
+        ("emergency-post-mortem", "1af7fc5e", ("emergency at turn", "tokens dropped")),
         ("retention-session", "django", ("Anchor retention", "Anchor survival")),
     ],
 )
@@ -142,9 +142,9 @@ def test_tuning_run_started_from_the_page_reports_progress_then_its_front(
 def test_timeline_marker_link_opens_its_diff(served: Served) -> None:
     sid = served.session("sqlfluff")
     served.open("/timeline", session=sid)
-    page_text(served.driver, "FULL at turn")
+    page_text(served.driver, "· FULL ·")
 
-    marker = served.driver.find_element(By.PARTIAL_LINK_TEXT, "FULL at turn")
+    marker = served.driver.find_element(By.PARTIAL_LINK_TEXT, "· FULL ·")
     marker.click()
 
     text = page_text(served.driver, "Before:", "After:", "Anchors", "Record")
@@ -157,7 +157,7 @@ def test_timeline_marker_link_opens_its_diff(served: Served) -> None:
 def test_clicking_a_marker_on_the_chart_opens_its_diff(served: Served) -> None:
     sid = served.session("django")
     served.open("/timeline", session=sid)
-    page_text(served.driver, "SOFT at turn")
+    page_text(served.driver, "· SOFT ·")
     markers = served.driver.find_elements(By.CSS_SELECTOR, "g.trace.scatter path.point")
     assert markers, "no compaction marker drawn"
 
@@ -172,8 +172,8 @@ def test_clicking_a_marker_on_the_chart_opens_its_diff(served: Served) -> None:
 
 def test_script_in_a_transcript_stays_inert(served: Served) -> None:
     served.open("/timeline", session=served.fixture.hostile)
-    page_text(served.driver, "FULL at turn")
-    served.driver.find_element(By.PARTIAL_LINK_TEXT, "FULL at turn").click()
+    page_text(served.driver, "· FULL ·")
+    served.driver.find_element(By.PARTIAL_LINK_TEXT, "· FULL ·").click()
 
     text = page_text(served.driver, "Before:", "window.__pwned")
     assert SCRIPT in text  # shown as the characters it is

@@ -1,0 +1,76 @@
+"""The sentences pages say about figures analytics returns: why a retention chart is empty, and
+why the timeline's line jumps at a turn.
+
+``empty_reason`` reads an ``anchor_coverage`` dict, ``move_sentence`` an ``estimate_moves`` row;
+both only put them into words (no store, no Streamlit), so each wording is tested on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+REPLAY = "Replay a transcript at a smaller window: compactlens replay PATH --window 8000"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def empty_reason(cover: Mapping[str, Any], scope: str) -> str:
+    """Why ``scope`` (this session, the fleet) has no survival to draw, from its
+    ``anchor_coverage``: the first of the reasons that applies."""
+    summarising = int(cover["soft"]) + int(cover["full"])
+    if not cover["compactions"]:
+        return (
+            f"No compaction in {scope} yet: the context never reached Warn, and anchors come "
+            f"from Soft and Full compactions. {REPLAY}"
+        )
+    if cover["sessions"] and cover["metadata_sessions"] == cover["sessions"]:
+        return (
+            f'{scope.capitalize()} was captured as metadata (capture="metadata"): no summary '
+            'text is stored, so there are no anchors to follow. Record with capture="full" '
+            "to see retention."
+        )
+    if summarising == 0:
+        return (
+            f"{scope.capitalize()} has {_plural(int(cover['compactions']), 'compaction')}, none "
+            f"Soft or Full (Warn offloads {cover['warn']:,}, Emergency truncations "
+            f"{cover['emergency']:,}): only Soft and Full compactions write a summary with "
+            f"anchors. {REPLAY}"
+        )
+    if cover["fell_back"] >= summarising:
+        return (
+            f"Every one of the {_plural(summarising, 'Soft/Full compaction')} in {scope} fell "
+            "back to trimming without a summary (most often: "
+            f"“{cover['fell_back_error'] or 'no error recorded'}”), so none carries anchors. "
+            "An LLM summariser, or a larger window, leaves room for a summary."
+        )
+    if not cover["with_items"]:
+        return (
+            f"The {_plural(summarising, 'summary')} in {scope} carry no anchor items: every "
+            "anchor was N/A."
+        )
+    return (
+        f"Only {_plural(int(cover['with_items']), 'compaction')} in {scope} carries anchor "
+        "items: survival follows items from one compaction to the next, so it needs two."
+    )
+
+
+def move_sentence(row: Mapping[str, Any]) -> str:
+    """Why the line moves at ``row['turn']`` (an ``estimate_moves`` row), in words."""
+    reported, estimated = int(row["input_tokens"]), int(row["estimated_tokens"])
+    after = f"turn {row['reported_turn']}" if row["reported_turn"] is not None else "a turn"
+    head = (
+        f"Turn {row['turn']}: for {after} the provider counted {reported:,} input tokens where "
+        f"the estimate was {estimated:,}"
+    )
+    if reported > estimated and row["raw_estimated_tokens"] == row["estimated_tokens"]:
+        return (
+            f"{head} (bytes/4 of the messages the compactor sees). The difference, "
+            f"{reported - estimated:,} tokens, is what the harness adds unseen: its system "
+            "prompt and tool schemas. The calibrated estimator learned it and counts it in "
+            "every turn from here, so the line jumps."
+        )
+    way = "raised" if reported > estimated else "lowered"
+    return f"{head}; the calibrated estimator {way} its estimate from this turn, so the line moves."

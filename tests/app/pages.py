@@ -1,0 +1,52 @@
+"""What the AppTest page tests share: opening a page as a link would, and reading it back.
+
+``open_page`` runs ``app/main.py`` under ``streamlit.testing``, switches to a page with query
+parameters and checks no exception was rendered; ``shown`` is every text a person would read;
+``link_params`` the query of a page link. The store they read is the one ``COMPACTLENS_HOME``
+names (see ``conftest.fixture_home``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from tests.app.fixtures import FixtureHome
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+
+
+def open_page(page: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(MAIN), default_timeout=60)
+    at.run()
+    at.query_params.update(params)
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown(at: AppTest) -> str:
+    """Every text, markdown, caption, alert and link label on the page, one per line."""
+    parts = [str(t.value) for t in at.text] + [str(m.value) for m in at.markdown]
+    parts += [str(c.value) for c in at.caption] + [str(t.value) for t in at.title]
+    parts += [str(s.value) for s in at.subheader]
+    parts += [str(a.value) for a in (*at.info, *at.warning, *at.success, *at.error)]
+    parts += [str(link.proto.label) for link in at.get("page_link")]
+    return "\n".join(parts)
+
+
+def link_params(at: AppTest, contains: str) -> dict[str, str]:
+    """The query parameters of the first page link whose label contains ``contains``."""
+    for link in at.get("page_link"):
+        label = str(link.proto.label)
+        if contains in label.replace("\\", ""):
+            query = str(link.proto.query_string)
+            return dict(urllib.parse.parse_qsl(query))
+    raise AssertionError(f"no link with {contains!r} in:\n{shown(at)}")
+
+
+def session_with(home: FixtureHome, prefix: str) -> str:
+    return next(s for s in home.sessions if s.startswith(prefix))
