@@ -126,7 +126,8 @@ def replay_session(
             if on_view is not None:
                 on_view(i, view, record)
             usage = imported.usage_at(i)
-            if usage is not None and usage.input_tokens:
+            # after the harness's own compaction the report is of its view, not the history
+            if usage is not None and usage.input_tokens and usage.prompt == "history":
                 session.observe_usage(
                     input_tokens=usage.input_tokens,
                     prompt="history",  # the transcript's usage is of the uncompacted prompt
