@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 import tomli_w
+from pydantic import ValidationError
 
 from analytics.queries.frames import EFFECTIVE, LIVE
 from analytics.queries.materialize import job_table_exists
@@ -228,9 +229,12 @@ def config_toml(config: Mapping[str, Any]) -> str:
     naming the bad field), fields left unset (None) omitted, since TOML has no null."""
     try:
         checked = CompactorConfig.model_validate(dict(config))
-    except ValueError as exc:
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "config"
         raise ValueError(
-            f"not a CompactorConfig: {exc}; re-run `compactlens postmortem` to recompute it"
+            f"not a CompactorConfig: {where}: {err['msg'].removeprefix('Value error, ')} (got "
+            f"{err.get('input')!r}); re-run `compactlens postmortem` to recompute it"
         ) from None
     return tomli_w.dumps(checked.model_dump(mode="json", exclude_none=True))
 

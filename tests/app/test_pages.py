@@ -9,16 +9,20 @@ what a person would see, and that no exception was rendered.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from analytics import drop_reason_words
 from analytics.store import EventStore
 from app import tuning_job
-from tests.app.fixtures import SCRIPT, TRANSCRIPTS, FixtureHome
+from tests.app.fixtures import DROPPED_DECISION, SCRIPT, TRANSCRIPTS, FixtureHome
 from tests.app.pages import MAIN, link_params, open_page, session_with, shown
+
+TIERS = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
 
 
 def test_overview_shows_the_figures_of_stats_json(fixture_home: FixtureHome) -> None:
@@ -132,6 +136,45 @@ def test_retention_of_one_session(fixture_home: FixtureHome) -> None:
 
     assert sid in shown(at)
     assert "Anchor survival, this session" in str(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_silent_drops_name_their_compactions_by_turn_and_tier_and_say_why(
+    fixture_home: FixtureHome,
+) -> None:
+    # the scripted summariser states the decision in its first summary, replaces it in its
+    # second with a new one and keeps as many: dropped there, by the summary's cap
+    first, second = fixture_home.effective[fixture_home.decisions][:2]
+    assert {first["tier"], second["tier"]} <= {2, 3}
+
+    at = open_page("retention")
+
+    table = next(d.value for d in at.dataframe if "why" in d.value.columns)
+    assert list(table.columns) == [
+        *("#", "session", "anchor", "item"),
+        *("introduced at", "dropped at", "why"),
+    ]
+    (row,) = table[table["item"] == DROPPED_DECISION].to_dict("records")
+    introduced = re.fullmatch(r"turn (\d+)", row["introduced at"])
+    dropped = re.fullmatch(r"turn (\d+) \((SOFT|FULL)\)", row["dropped at"])
+    assert introduced and dropped, row
+    assert int(introduced[1]) < int(dropped[1]) and dropped[2] == TIERS[second["tier"]]
+    assert row["why"] == drop_reason_words("cap")
+    params = link_params(at, f"#{row['#']}: open the compaction that dropped it")
+    assert params == {"session": fixture_home.decisions, "compaction": second["id"]}
+
+
+def test_a_session_with_only_emergencies_says_why_it_has_no_retention(
+    fixture_home: FixtureHome,
+) -> None:
+    sid = session_with(fixture_home, "1af7fc5e")
+    tiers = [r["tier"] for r in fixture_home.effective[sid]]
+    assert tiers and set(tiers) == {4}
+
+    at = open_page("retention", session=sid)
+
+    assert not at.get("plotly_chart")
+    said = " ".join(i.value for i in at.info)
+    assert f"none Soft or Full (Warn offloads 0, Emergency truncations {len(tiers)})" in said
 
 
 def test_emergencies_list_and_post_mortem(fixture_home: FixtureHome) -> None:
