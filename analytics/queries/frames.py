@@ -130,7 +130,8 @@ def compactions_frame(store: EventStore, sessions: Sequence[str] | None = None) 
               CAST(coalesce(error_codes, '[]') AS VARCHAR[]) AS error_codes, trigger,
               effective, context_window, fallback, summary_text, n_offloaded, n_dropped,
               dropped_bytes, cut, emergency, summarizer_model, summarizer_input_tokens,
-              summarizer_output_tokens, summarizer_latency_ms, estimator, config_hash
+              summarizer_output_tokens, summarizer_latency_ms, estimator, config_hash,
+              origin, harness, summary_encrypted, tokens_before_source
             FROM compactions {where} ORDER BY session_id, seq""",
         params,
     )

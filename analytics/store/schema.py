@@ -17,7 +17,7 @@ from analytics.errors import StoreIncompleteError, StoreVersionError
 from analytics.store.files import REBUILD
 from analytics.store.sql import BASE_DDL, PROJECTION_DDL
 
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 """3: spool offsets carry a fingerprint, quarantined lines a key, deletions their own table."""
 DB_NAME = "compactlens.duckdb"
 

@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS compactions (
     n_offloaded BIGINT, n_dropped BIGINT, dropped_bytes BIGINT, repairs JSON,
     summarizer_model VARCHAR, summarizer_input_tokens BIGINT, summarizer_output_tokens BIGINT,
     summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR,
-    cut BIGINT, emergency VARCHAR, error_codes JSON);
+    cut BIGINT, emergency VARCHAR, error_codes JSON, origin VARCHAR, harness VARCHAR,
+    summary_encrypted BOOLEAN, tokens_before_source VARCHAR);
 CREATE TABLE IF NOT EXISTS compaction_views (
     compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
     history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
@@ -309,7 +310,10 @@ PROJECT_SQL: tuple[str, ...] = (
         TRY_CAST(r->'summarizer'->>'input_tokens' AS BIGINT),
         TRY_CAST(r->'summarizer'->>'output_tokens' AS BIGINT),
         TRY_CAST(r->'summarizer'->>'latency_ms' AS DOUBLE), r->>'estimator', r->>'config_hash',
-        event_id, TRY_CAST(r->>'cut' AS BIGINT), r->>'emergency', r->'error_codes'
+        event_id, TRY_CAST(r->>'cut' AS BIGINT), r->>'emergency', r->'error_codes',
+        coalesce(r->>'origin', 'compactlens'), r->>'harness',
+        coalesce(TRY_CAST(r->>'summary_encrypted' AS BOOLEAN), false),
+        coalesce(r->>'tokens_before_source', 'estimated')
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded'
             QUALIFY row_number() OVER (PARTITION BY r->>'id' ORDER BY {FIRST}) = 1) c
       WHERE NOT EXISTS (
