@@ -21,11 +21,11 @@ from typing import Any
 from analytics.errors import UnknownFormatError
 from analytics.importers.codex import ITEM_TYPES as CODEX_ITEMS
 from analytics.importers.harness9_records import looks_like_record
-from analytics.importers.openhands_sdk import event_service
 from analytics.importers.openhands_v0 import event_list
 from analytics.importers.reading import (
     Reporter,
     describe,
+    event_service,
     first_jsonl_objects,
     load_json_document,
     read_head,

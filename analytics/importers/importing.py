@@ -28,9 +28,9 @@ from analytics.importers.detect import Detection, detect, looks_like_aider
 from analytics.importers.harness9_records import iter_harness9_records
 from analytics.importers.mini_swe_agent import iter_mini_swe_agent_sessions
 from analytics.importers.openai_chat import iter_openai_sessions
-from analytics.importers.openhands_sdk import event_service, iter_openhands_sdk_sessions
+from analytics.importers.openhands_sdk import iter_openhands_sdk_sessions
 from analytics.importers.openhands_v0 import iter_openhands_v0_sessions
-from analytics.importers.reading import IssueSink, Reporter, read_head
+from analytics.importers.reading import IssueSink, Reporter, event_service, read_head
 from analytics.importers.session import FORMATS, ImportedSession, ImportIssue, TranscriptFormat
 from analytics.importers.swe_agent import iter_swe_agent_sessions
 from compactor import CompactionRecord

@@ -35,6 +35,7 @@ from analytics.importers.reading import (
     Reporter,
     as_dict,
     describe,
+    event_service,
     file_sha256,
     load_json_document,
     parse_timestamp,
@@ -45,16 +46,6 @@ from compactor import Message, ToolCall
 
 _EVENT_FILE = re.compile(r"^event-(\d+)-.*\.json$")
 _RESULTS = ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation")
-
-
-def event_service(path: Path) -> Path | None:
-    """The ``event_service`` folder of a conversation folder (or of itself), if it is one."""
-    for folder in (path / "event_service", path):
-        if folder.name == "event_service" and (
-            (folder / "base_state.json").is_file() or (folder / "events").is_dir()
-        ):
-            return folder
-    return None
 
 
 def iter_openhands_sdk_sessions(
@@ -108,19 +99,29 @@ def _events(service: Path, report: Reporter) -> tuple[list[tuple[int, Path, Any]
     )
     digest = hashlib.sha256()
     state = service / "base_state.json"
-    for file in ([state] if state.is_file() else []) + [f for _n, f in numbered]:
-        digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
+    if state.is_file():
+        digest.update(_fingerprint(state))
     out: list[tuple[int, Path, Any]] = []
     expected = 0
     for number, file in numbered:
         if number > expected:
             report(_gap(folder, expected, number))
         expected = number + 1
+        digest.update(_fingerprint(file))
         try:
             out.append((number, file, load_json_document(file, Reporter(file, report.sink))))
         except TranscriptError as exc:
             Reporter(file, report.sink)(f"{exc.reason}; event skipped", exc.line)
     return out, digest.hexdigest()
+
+
+def _fingerprint(file: Path) -> bytes:
+    """One file's part of the folder's ``source_sha256``: its name and content hash."""
+    try:
+        sha = file_sha256(file)
+    except TranscriptError:
+        sha = "unreadable"  # reported when the file is loaded
+    return f"{file.name}\0{sha}\n".encode()
 
 
 def _gap(folder: Path, first: int, after: int) -> str:

@@ -4,7 +4,9 @@ Turns I/O and decoding failures into a ``TranscriptError`` (the whole file is un
 ``ImportIssue`` (one line or record is bad; the rest goes on), refuses files that must not be
 opened at all (``check_readable``: devices, FIFOs, kernel files such as ``/proc/kmsg``), and
 offers the small field checks the format modules use to say exactly which field had which
-wrong value. It knows nothing about any particular format.
+wrong value. It knows nothing about any particular format, except which folders are one
+transcript (``event_service``: an OpenHands SDK conversation), so that nothing refuses them as
+"not a regular file".
 """
 
 from __future__ import annotations
@@ -65,6 +67,17 @@ _SPECIAL_KINDS = (
 )
 
 
+def event_service(path: Path) -> Path | None:
+    """The ``event_service`` folder of an OpenHands SDK conversation folder (or of itself): a
+    folder that is one transcript, read whole. None for any other path."""
+    for folder in (path / "event_service", path):
+        if folder.name == "event_service" and (
+            (folder / "base_state.json").is_file() or (folder / "events").is_dir()
+        ):
+            return folder
+    return None
+
+
 def check_readable(path: Path) -> None:
     """Refuse, from ``stat`` alone and without opening it, a file that must not be read: not
     a regular file (a device or FIFO can block a read for ever), or one whose size is 0, which
@@ -75,6 +88,8 @@ def check_readable(path: Path) -> None:
         info = os.stat(path)
     except OSError as exc:
         raise TranscriptError(str(path), f"cannot read the file: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode) and event_service(path) is not None:
+        return  # a conversation folder: its importer checks each file it reads
     if not stat.S_ISREG(info.st_mode):
         kind = next((k for test, k in _SPECIAL_KINDS if test(info.st_mode)), "a special file")
         raise TranscriptError(str(path), f"not a regular file ({kind}); not read")

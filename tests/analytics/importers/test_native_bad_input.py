@@ -11,8 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analytics.importers import detect_format, import_path, iter_sessions
+import pytest
+
+from analytics.importers import TranscriptError, detect_format, import_path, iter_sessions
 from analytics.importers.events import session_events
+from analytics.importers.reading import check_readable
 from compactor.events import CompactionRecorded
 
 
@@ -220,3 +223,24 @@ def test_one_event_file_named_alone_says_to_import_its_conversation_folder(
     [issue] = issues
     assert issue.path == str(one) and "import that folder" in issue.reason
     assert str(root) in issue.reason
+
+
+def test_a_conversation_folder_passes_the_readable_check_and_an_empty_event_is_one_issue(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "conv"
+    _conversation(root)
+    empty = next((root / "event_service" / "events").glob("event-00005-*.json"))
+    empty.write_bytes(b"")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+
+    check_readable(root)  # what the command line checks before handing it to an importer
+    with pytest.raises(TranscriptError, match="not a regular file"):
+        check_readable(plain)
+    sessions, issues = import_path(root)
+
+    [issue] = issues
+    assert issue.path == str(empty) and "event skipped" in issue.reason
+    [session] = sessions
+    assert len(session.compactions) == 1
