@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from analytics.cli.analysis import register as register_analysis
+from analytics.cli.audit import register as register_audit
 from analytics.cli.commands import (
     RunReport,
     load_config,
@@ -361,6 +362,7 @@ def _header(text: str) -> tuple[str, str]:
 
 
 register_analysis(app)
+register_audit(app)
 register_demo(app)
 
 

@@ -39,7 +39,7 @@ class UnknownSessionError(AnalyticsError):
     """The session named on the command line is not in the store."""
 
 
-def _check_session(store: EventStore, session: str | None) -> None:
+def check_session(store: EventStore, session: str | None) -> None:
     if session is None:
         return
     found = store.query("SELECT count(*) FROM sessions WHERE session_id = ?", [session]).item()
@@ -58,7 +58,7 @@ def _only(frame: pl.DataFrame, session: str | None) -> pl.DataFrame:
 
 def retention_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
     """SPEC 5.3 ``retention --json``: items with their status, silent drops, and survival."""
-    _check_session(store, session)
+    check_session(store, session)
     detail = _only(job_table(store, "job_retention_detail"), session)
     drops = _only(job_table(store, "job_silent_drops"), session)
     items = detail.select(ITEM_COLUMNS).to_dicts() if detail.height else []
@@ -78,7 +78,7 @@ def postmortem_json(
     store: EventStore, session: str | None = None, *, counterfactuals: bool = True
 ) -> dict[str, Any]:
     """SPEC 5.3 ``postmortem --json``: one post-mortem per effective Emergency."""
-    _check_session(store, session)
+    check_session(store, session)
     emergencies = _only(job_table(store, "job_emergencies"), session)
     if emergencies.is_empty():
         return {"postmortems": []}

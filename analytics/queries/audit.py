@@ -1,0 +1,116 @@
+"""``compactlens audit``: the compactions a harness made itself, what they kept and lost, and
+what the agent did after them (SPEC 8 ``audit --json``).
+
+One entry per native compaction (``origin = "native"``) of a live session, from the pure job
+:mod:`analytics.jobs.audit` over the store's frames: the artifacts of the history it replaced,
+kept or lost; the user's messages kept verbatim or not; the files re-read and commands re-run
+after it. ``summary`` sets the harnesses' re-read rate beside our own compactions' (re-read files
+per file read before a compaction), the cheap sign of lost context the issue asks for. Reads
+only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from analytics.jobs.audit import (
+    again_after,
+    artifacts_kept,
+    boundaries,
+    reads_and_runs,
+    user_messages_kept,
+)
+from analytics.queries import frames
+from analytics.queries.findings import check_session
+from analytics.store import EventStore
+
+
+def _only(frame: pl.DataFrame, session: str | None) -> pl.DataFrame:
+    return frame if session is None else frame.filter(pl.col("session_id") == session)
+
+
+def _grouped(frame: pl.DataFrame, key: str, value: str) -> dict[str, list[Any]]:
+    if frame.is_empty():
+        return {}
+    return {k: list(v) for k, v in frame.group_by(key).agg(value).iter_rows()}
+
+
+def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
+    """SPEC 8 ``audit --json``: ``compactions`` (one per native compaction) and ``summary``."""
+    check_session(store, session)
+    sessions = None if session is None else [session]
+    compactions = frames.compactions_frame(store, sessions)
+    if compactions.is_empty():
+        return {"compactions": [], "summary": {}}
+    views = frames.views_frame(store, sessions)
+    messages = frames.messages_frame(store, sessions)
+    synthetic = frames.synthetic_frame(store, sessions)
+    bounds = boundaries(compactions, views)
+    actions = reads_and_runs(messages)
+    again = again_after(bounds, actions)
+    native = bounds.filter(pl.col("origin") == "native")
+    artifacts = artifacts_kept(views, messages, synthetic, native)
+    users = user_messages_kept(views, messages, synthetic, native)
+    kept = _grouped(artifacts.filter("kept"), "compaction_id", "artifact")
+    lost = _grouped(artifacts.filter(~pl.col("kept")), "compaction_id", "artifact")
+    rereads = _grouped(again.filter(pl.col("kind") == "read"), "compaction_id", "target")
+    reruns = _grouped(again.filter(pl.col("kind") == "run"), "compaction_id", "target")
+    said = {
+        cid: (sum(flags), len(flags) - sum(flags))
+        for cid, flags in _grouped(users, "compaction_id", "kept").items()
+    }
+    records = {r["id"]: r for r in compactions.iter_rows(named=True)}
+    out = []
+    for row in native.iter_rows(named=True):
+        cid, record = row["compaction_id"], records[row["compaction_id"]]
+        users_kept, users_lost = said.get(cid, (0, 0))
+        out.append(
+            {
+                "session_id": row["session_id"],
+                "compaction_id": cid,
+                "harness": record["harness"],
+                "trigger": record["trigger"],
+                "tokens_before": record["tokens_before"],
+                "tokens_before_source": record["tokens_before_source"],
+                "tokens_after": record["tokens_after"],
+                "summary_encrypted": bool(record["summary_encrypted"]),
+                "history_at": row["at"],
+                "artifacts": {"kept": kept.get(cid, []), "lost": lost.get(cid, [])},
+                "user_messages": {"kept": users_kept, "lost": users_lost},
+                "re_reads": rereads.get(cid, []),
+                "re_runs": reruns.get(cid, []),
+            }
+        )
+    return {"compactions": out, "summary": _rates(bounds, actions, again)}
+
+
+def _rates(bounds: pl.DataFrame, actions: pl.DataFrame, again: pl.DataFrame) -> dict[str, Any]:
+    """Per origin: compactions, files read before them, re-read after, and the rate."""
+    read_before = (
+        bounds.join(actions.filter(pl.col("kind") == "read"), on="session_id")
+        .filter(pl.col("idx") < pl.col("at"))
+        .select("compaction_id", "origin", "target")
+        .unique()
+        .group_by("origin")
+        .agg(pl.len().alias("files_read_before"))
+    )
+    reread = (
+        again.filter(pl.col("kind") == "read")
+        .join(bounds.select("compaction_id", "origin"), on="compaction_id")
+        .group_by("origin")
+        .agg(pl.len().alias("re_reads"))
+    )
+    count = bounds.group_by("origin").agg(pl.len().alias("compactions"))
+    table = count.join(read_before, on="origin", how="left").join(reread, on="origin", how="left")
+    out: dict[str, Any] = {}
+    for row in table.sort("origin").iter_rows(named=True):
+        before, again_n = row["files_read_before"] or 0, row["re_reads"] or 0
+        out[row["origin"]] = {
+            "compactions": row["compactions"],
+            "files_read_before": before,
+            "re_reads": again_n,
+            "re_read_rate": again_n / before if before else None,
+        }
+    return out
