@@ -1,7 +1,8 @@
 """``compactlens report FILE.html``: one self-contained HTML file to attach to a post-mortem.
 
 The headline figures (``analytics.queries.stats``), the emergency post-mortems (cause first,
-what happened, the fix), the silent drops (why, and where by turn and tier) and the newest
+what happened, the fix), the silent drops (why, and where by turn and tier), the harnesses' own
+compactions (what they lost, what was read again after them) and the newest
 tuning recommendation (the TOML file ``replay --config`` loads), then Plotly figures: effective
 compactions per tier, compression ratio percentiles per tier, tokens billed against the
 uncompacted history per session, anchor survival per type, and each emergency's lead-up.
@@ -21,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from analytics.jobs.explanations import fix_words
+from analytics.queries.audit import audit_json
 from analytics.queries.findings import postmortem_json, retention_json
 from analytics.queries.materialize import job_table
 from analytics.queries.stats import fleet_stats
@@ -127,6 +129,33 @@ def _silent_drops(store: EventStore, limit: int = 50) -> str:
     return _table(headers, rows, "No intent or key decision was silently dropped.")
 
 
+def _harness_compactions(store: EventStore, limit: int = 50) -> str:
+    found = audit_json(store)
+    rows = [
+        (
+            c["session_id"],
+            f"{c['harness']} {c['trigger']}",
+            c["tokens_before"],
+            c["tokens_after"],
+            f"{len(c['artifacts']['lost'])} of "
+            f"{len(c['artifacts']['lost']) + len(c['artifacts']['kept'])}",
+            f"{c['user_messages']['lost']} of "
+            f"{c['user_messages']['lost'] + c['user_messages']['kept']}",
+            ", ".join(c["re_reads"][:5]) or "–",
+        )
+        for c in found["compactions"][:limit]
+    ]
+    headers = ("session", "harness", "tokens before", "after", "artifacts lost", "user msgs lost")
+    rates = "".join(
+        f"<li>{html.escape(origin)}: {f['re_reads']:,} of {f['files_read_before']:,} files read "
+        f"before a compaction were read again after it</li>"
+        for origin, f in found["summary"].items()
+    )
+    return _table((*headers, "re-read after"), rows, "No harness compaction imported.") + (
+        f"<ul>{rates}</ul>" if rates else ""
+    )
+
+
 def _recommendation(home: Path | None) -> str:
     """The newest tuning recommendation under ``<home>/tuning``, as the file says it."""
     found = (
@@ -166,6 +195,8 @@ def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None)
             _postmortems(store),
             "<h2>Silent drops of intent and key decisions</h2>",
             _silent_drops(store),
+            "<h2>Harness compactions (Claude Code, Codex, OpenHands)</h2>",
+            _harness_compactions(store),
             "<h2>Tuning recommendation</h2>",
             _recommendation(spool_dir.parent if spool_dir is not None else None),
             *(

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
@@ -89,3 +90,23 @@ def test_the_report_lists_the_postmortems_cause_first_and_the_newest_recommendat
     for pm in postmortems[:50]:
         assert f"<td>{pm['cause']}</td>" in page
     assert str(newest) in page and "warn = 0.55" in page and "warn = 0.5\n" not in page
+
+
+def test_the_report_audits_the_harness_compactions_it_holds(tmp_path: Path) -> None:
+    from tests.transcripts import NATIVE
+
+    claude = sorted((NATIVE / "claude-code").rglob("*.jsonl"))
+    if not claude:
+        pytest.skip(f"{NATIVE} not present")
+    home = tmp_path / "home"
+    runner = CliRunner()
+    assert runner.invoke(app, ["import", str(claude[0]), "--home", str(home)]).exit_code == 0
+    found = json.loads(runner.invoke(app, ["audit", "--json", "--home", str(home)]).stdout)
+    out = tmp_path / "report.html"
+
+    done = runner.invoke(app, ["report", str(out), "--home", str(home)])
+
+    assert done.exit_code == 0, done.output
+    page = out.read_text(encoding="utf-8")
+    assert found["compactions"]
+    assert page.count("<td>claude-code ") == len(found["compactions"])
