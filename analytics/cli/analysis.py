@@ -45,6 +45,7 @@ from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError
 from analytics.tuning import run_tune, tune_json
+from analytics.tuning.lab import Objective
 from analytics.tuning.prices import PriceProfileError, resolve_profile
 from analytics.tuning.specs import MAX_TRIALS, GridError
 
@@ -190,8 +191,18 @@ def tune(
     dask: Annotated[str | None, typer.Option(help="A Dask scheduler address")] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    price_profile: PriceProfileOption = None,
+    objective: Annotated[
+        Objective | None,
+        typer.Option(
+            "--objective",
+            help="What the recommendation and the Pareto front minimise (default: cost when a "
+            "price profile is known, else tokens)",
+        ),
+    ] = None,
 ) -> None:
     """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
+    profile = _profile(price_profile)
     root = resolve_home(home)
     with handled(), RunProgress() as bars:
         try:
@@ -206,6 +217,8 @@ def tune(
                 home=root,
                 progress=trial_progress(bars),
                 max_trials=max_trials,
+                price_profile=profile,
+                objective=objective,
             )
         except GridError as exc:
             raise typer.BadParameter(str(exc), param_hint="--grid") from None

@@ -7,6 +7,7 @@ rejected file is one line: ``path:line: reason``. Nothing here does any work.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -112,37 +113,63 @@ class RunProgress:
         return update
 
 
+PROGRESS_EVERY_S = 5.0
+"""How often ``tune`` prints a progress line when stderr is not a terminal (no bar there)."""
+
+
+def _best(state: Any) -> str:
+    if state.best_value is None:
+        return ""
+    if state.objective == "cost":
+        return f", best {state.best_name} (cost {state.best_value:,.4f})"
+    return f", best {state.best_name} ({state.best_tokens_billed:,} tokens)"
+
+
 def trial_progress(progress: RunProgress) -> Callable[[Any], None]:
-    """A callback for ``run_tune``: trials done, the best configuration so far, an ETA."""
+    """A callback for ``run_tune``: trials done, the best configuration so far, an ETA; a bar
+    on a terminal, else a line on stderr every ``PROGRESS_EVERY_S`` seconds and at the end."""
     task: TaskID | None = None
+    printed = -PROGRESS_EVERY_S
 
     def update(state: Any) -> None:
-        nonlocal task
+        nonlocal task, printed
+        eta = f", ETA {state.eta_s:.0f}s" if state.eta_s is not None else ""
+        if not err_console.is_terminal:
+            now = time.monotonic()
+            if now - printed >= PROGRESS_EVERY_S or state.done >= state.total:
+                printed = now
+                line = f"tune: {state.done:,}/{state.total:,} trials{_best(state)}{eta}"
+                err_console.print(line, soft_wrap=True, markup=False, highlight=False)
+            return
         if task is None:
             task = progress.progress.add_task("trials", total=state.total, unit="trials")
-        best = ""
-        if state.best_tokens_billed is not None:
-            best = f", best {state.best_name} ({state.best_tokens_billed:,} tokens)"
-        eta = f", ETA {state.eta_s:.0f}s" if state.eta_s is not None else ""
         progress.progress.update(
-            task, completed=state.done, total=state.total, extra=f"{best}{eta}"
+            task, completed=state.done, total=state.total, extra=f"{_best(state)}{eta}"
         )
 
     return update
 
 
 def tune_table(found: Mapping[str, Any]) -> None:
-    """Every strategy's figures on the held-back sessions, cheapest first; the recommendation."""
+    """Every strategy's figures on the held-back sessions, cheapest first by the objective,
+    the recommended row marked; then the rule in words and where the config was written."""
     pareto = set(found["pareto"])
-    table = Table(title="strategies on the held-back sessions (cheapest first)")
-    for column in ("strategy", "tokens billed", "saved", "over window", "emergencies"):
+    objective = found.get("objective", "tokens")
+    rec = found["recommended"]
+    table = Table(title=f"strategies on the held-back sessions (cheapest by {objective} first)")
+    for column in ("", "strategy", "cost", "tokens billed", "cache read", "saved"):
         table.add_column(column, overflow="fold")
-    for column in ("artifact ret.", "anchor ret.", "violations", "Pareto"):
+    for column in ("over window", "emergencies", "artifact ret.", "anchor ret.", "violations"):
         table.add_column(column)
-    for row in sorted(found["strategies"], key=lambda r: r["tokens_billed"]):
+    table.add_column("Pareto")
+    order = "cost" if objective == "cost" else "tokens_billed"
+    for row in sorted(found["strategies"], key=lambda r: (r[order], r["name"])):
         table.add_row(
+            "▶" if row["name"] == rec["name"] else "",
             row["name"],
+            f"{row['cost']:,.4f}",
             f"{row['tokens_billed']:,}",
+            f"{row['cache_read_tokens']:,}",
             _share(row["saved_share"]),
             str(row["turns_over_window"]),
             str(row["emergencies"]),
@@ -152,9 +179,11 @@ def tune_table(found: Mapping[str, Any]) -> None:
             "yes" if row["name"] in pareto else "",
         )
     console.print(table)
-    rec = found["recommended"]
+    priced = found.get("price_profile") or "each session's profile from its model name"
+    console.print(f"priced as: {priced}", soft_wrap=True)
     if rec["name"]:
-        console.print(f"recommended: {rec['name']}, written to {rec['path']}", soft_wrap=True)
+        console.print(f"rule: {rec['rule']}", soft_wrap=True)
+        console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
     else:
         console.print("no configuration met the constraints (0 turns over the window)")
 

@@ -10,14 +10,13 @@ figures on held-back ones. The CLI (``compactlens tune``) prints what ``run_tune
 
 from analytics.tuning.execution import evaluate, open_backend
 from analytics.tuning.lab import (
-    STRATEGY_KEYS,
     TuneProgress,
     TuneProgressCallback,
     TuneReport,
     run_tune,
-    tune_json,
 )
 from analytics.tuning.metrics import SessionMetrics, measure, totals
+from analytics.tuning.output import STRATEGY_KEYS, tune_json
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import Recommendation, split_sessions
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary

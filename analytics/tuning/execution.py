@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from analytics.importers import ImportedSession
+from analytics.jobs.prices import PriceProfile
 from analytics.tuning.metrics import SessionMetrics, measure
 from analytics.tuning.specs import StrategySpec
 
@@ -27,15 +28,19 @@ _SESSIONS: list[ImportedSession] = []
 
 
 def evaluate(
-    spec: StrategySpec, sessions: Sequence[ImportedSession], window: int
+    spec: StrategySpec,
+    sessions: Sequence[ImportedSession],
+    window: int,
+    profile: PriceProfile | None = None,
 ) -> list[SessionMetrics]:
-    """Every session replayed under ``spec`` at ``window``, measured (in session order)."""
+    """Every session replayed under ``spec`` at ``window``, measured (in session order) and
+    priced under ``profile`` (default: each session's model's)."""
     strategy = spec.build()
     out: list[SessionMetrics] = []
     for session in sessions:
         started = time.perf_counter()
         result = strategy.run(session, window)
-        out.append(measure(session, result, window, time.perf_counter() - started))
+        out.append(measure(session, result, window, time.perf_counter() - started, profile))
     return out
 
 
@@ -44,20 +49,28 @@ def _init_worker(sessions: list[ImportedSession]) -> None:
     _SESSIONS = sessions
 
 
-def _evaluate_here(key: str, spec: StrategySpec, window: int) -> tuple[str, list[SessionMetrics]]:
-    return key, evaluate(spec, _SESSIONS, window)
+def _evaluate_here(
+    key: str, spec: StrategySpec, window: int, profile: PriceProfile | None
+) -> tuple[str, list[SessionMetrics]]:
+    return key, evaluate(spec, _SESSIONS, window, profile)
 
 
 def _evaluate_with(
-    key: str, spec: StrategySpec, sessions: list[ImportedSession], window: int
+    key: str,
+    spec: StrategySpec,
+    sessions: list[ImportedSession],
+    window: int,
+    profile: PriceProfile | None,
 ) -> tuple[str, list[SessionMetrics]]:
-    return key, evaluate(spec, sessions, window)
+    return key, evaluate(spec, sessions, window, profile)
 
 
 class Backend(Protocol):
     """Runs tasks over the sessions it was opened with."""
 
-    def run(self, tasks: Sequence[Task], window: int) -> Iterator[tuple[str, list[SessionMetrics]]]:
+    def run(
+        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+    ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         """Yields each task's result as it finishes."""
         ...
 
@@ -70,9 +83,11 @@ class InlineBackend:
     def __init__(self, sessions: list[ImportedSession]) -> None:
         self.sessions = sessions
 
-    def run(self, tasks: Sequence[Task], window: int) -> Iterator[tuple[str, list[SessionMetrics]]]:
+    def run(
+        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+    ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         for key, spec in tasks:
-            yield key, evaluate(spec, self.sessions, window)
+            yield key, evaluate(spec, self.sessions, window, profile)
 
     def close(self) -> None:
         return None
@@ -90,9 +105,11 @@ class PoolBackend:
             initargs=(sessions,),
         )
 
-    def run(self, tasks: Sequence[Task], window: int) -> Iterator[tuple[str, list[SessionMetrics]]]:
+    def run(
+        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+    ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         pending: set[Future[tuple[str, list[SessionMetrics]]]] = {
-            self.pool.submit(_evaluate_here, key, spec, window) for key, spec in tasks
+            self.pool.submit(_evaluate_here, key, spec, window, profile) for key, spec in tasks
         }
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -115,12 +132,16 @@ class DaskBackend:
         # one future for the whole list (scattering the list itself would make one per session)
         (self.sessions,) = self.client.scatter([sessions], broadcast=True, hash=False)
 
-    def run(self, tasks: Sequence[Task], window: int) -> Iterator[tuple[str, list[SessionMetrics]]]:
+    def run(
+        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+    ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         import distributed
 
         as_completed: Any = distributed.as_completed
         futures = [
-            self.client.submit(_evaluate_with, key, spec, self.sessions, window, pure=False)
+            self.client.submit(
+                _evaluate_with, key, spec, self.sessions, window, profile, pure=False
+            )
             for key, spec in tasks
         ]
         for future in as_completed(futures):

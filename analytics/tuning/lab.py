@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, ImportIssue, import_path
+from analytics.jobs.prices import PriceProfile, profile_name_for_model
 from analytics.tuning.execution import Backend, Task, open_backend
 from analytics.tuning.metrics import SessionMetrics
 from analytics.tuning.pareto import pareto_front
@@ -29,6 +30,7 @@ from analytics.tuning.recommend import (
     Recommendation,
     figures_table,
     model_profiles,
+    profile_warnings,
     recommend,
     split_sessions,
 )
@@ -50,19 +52,7 @@ from analytics.tuning.specs import (
 from compactor import CompactorConfig
 
 PathArg = str | os.PathLike[str]
-STRATEGY_KEYS = (
-    "name",
-    "kind",
-    "config",
-    "tokens_billed",
-    "saved_share",
-    "summarizer_tokens",
-    "turns_over_window",
-    "emergencies",
-    "artifact_retention",
-    "anchor_retention",
-    "violations",
-)
+Objective = Literal["cost", "tokens"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +64,9 @@ class TuneProgress:
     best_name: str = ""
     best_tokens_billed: int | None = None
     eta_s: float | None = None
+    objective: str = "tokens"
+    best_value: float | None = None
+    """The best trial's figure on the objective (cost, or tokens billed)."""
 
 
 TuneProgressCallback = Callable[[TuneProgress], None]
@@ -100,12 +93,23 @@ class TuneReport:
     resumed: int = 0
     evaluated: int = 0
     notes: list[str] = field(default_factory=list)
-    """What the plan left out and why (grid combinations that are not valid configs)."""
+    """What the plan left out and why (grid combinations that are not valid configs), and
+    warnings about the per-model profiles."""
+    objective: str = "tokens"
+    price_profile: str | None = None
+    """The profile every session was priced under, or None (each session's model's)."""
+    held_back_files: list[str] = field(default_factory=list)
+    """The transcript files of the held-back sessions."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
     sessions: dict[str, ImportedSession] = {}
     issues: list[ImportIssue] = []
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise AnalyticsError(
+            f"no such file or folder: {', '.join(missing)}; give transcript files or folders"
+        )
     for path in paths:
         found, problems = import_path(Path(path))
         issues += problems
@@ -116,13 +120,18 @@ def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportI
 
 
 def _run_id(
-    sessions: Sequence[ImportedSession], window: int, specs: Sequence[StrategySpec], trials: int
+    sessions: Sequence[ImportedSession],
+    window: int,
+    specs: Sequence[StrategySpec],
+    trials: int,
+    pricing: str = "",
 ) -> str:
     h = hashlib.sha256()
     for s in sessions:
         h.update(s.session_id.encode())
         h.update(s.model_dump_json(include={"messages"}).encode())
     h.update(json.dumps([window, trials, [x.model_dump(mode="json") for x in specs]]).encode())
+    h.update(pricing.encode())
     return h.hexdigest()[:12]
 
 
@@ -137,13 +146,16 @@ class _Runner:
         open_: Callable[[], Backend],
         progress: TuneProgressCallback | None,
         tune_ids: set[str],
+        profile: PriceProfile | None = None,
+        objective: str = "tokens",
     ) -> None:
         self.log, self.window, self.total, self._open = log, window, total, open_
         self.progress, self.tune_ids = progress, tune_ids
+        self.profile, self.objective = profile, objective
         self.backend: Backend | None = None
         self.evaluated = 0
         self.started = time.perf_counter()
-        self.best: tuple[int, str] | None = None
+        self.best: tuple[float, str, int] | None = None
 
     def __call__(self, tasks: Sequence[Task]) -> dict[str, list[SessionMetrics]]:
         missing = [t for t in tasks if t[0] not in self.log.done]
@@ -151,7 +163,7 @@ class _Runner:
             specs = dict(missing)
             if self.backend is None:
                 self.backend = self._open()
-            for key, metrics in self.backend.run(missing, self.window):
+            for key, metrics in self.backend.run(missing, self.window, self.profile):
                 spec = specs[key]
                 self.log.add(
                     TrialRecord(
@@ -172,15 +184,19 @@ class _Runner:
             m.turns_over_window or m.violations for m in tune
         ):
             billed = sum(m.tokens_billed for m in tune)
-            if self.best is None or billed < self.best[0]:
-                self.best = (billed, spec.name)
+            value = sum(m.cost for m in tune) if self.objective == "cost" else float(billed)
+            if self.best is None or value < self.best[0]:
+                self.best = (value, spec.name, billed)
         if self.progress is None:
             return
         done = len(self.log.done)
         elapsed = time.perf_counter() - self.started
         eta = elapsed / self.evaluated * max(self.total - done, 0)
-        best_tokens, best_name = self.best if self.best else (None, "")
-        self.progress(TuneProgress(done, self.total, best_name, best_tokens, eta))
+        if self.best is None:
+            self.progress(TuneProgress(done, self.total, eta_s=eta, objective=self.objective))
+            return
+        value, name, billed = self.best
+        self.progress(TuneProgress(done, self.total, name, billed, eta, self.objective, value))
 
     def close(self) -> None:
         if self.backend is not None:
@@ -258,11 +274,16 @@ def run_tune(
     *,
     seed: int = 0,
     max_trials: int = MAX_TRIALS,
+    price_profile: PriceProfile | None = None,
+    objective: Objective | None = None,
 ) -> TuneReport:
     """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
-    ``window``; resumes the same run if it was interrupted. Raises ``AnalyticsError`` when no
-    session has a turn, ``ValueError`` for a strategy name and ``GridError`` (a ``ValueError``)
-    for a bad grid or one over ``max_trials`` with the trials, before anything is imported."""
+    ``window``, priced under ``price_profile`` (default: each session's model's); resumes the
+    same run if it was interrupted. ``objective`` (default ``cost`` when some session has a
+    priced profile, else ``tokens``) drives the recommendation and the Pareto front. Raises
+    ``AnalyticsError`` for a path that does not exist or when no session has a turn,
+    ``ValueError`` for a strategy name and ``GridError`` (a ``ValueError``) for a bad grid or
+    one over ``max_trials`` with the trials, before anything is imported."""
     plan = _plan(strategies, grid, trials, max_trials)
     tasks = plan.tasks
     trials = trials if any(spec.kind == "progressive" for _k, spec in tasks) else 0
@@ -271,7 +292,10 @@ def run_tune(
         raise AnalyticsError(f"no session with a model turn in {[str(p) for p in paths]}")
     ids = [s.session_id for s in sessions]
     tune_ids, held_ids = split_sessions(ids)
-    run_id = _run_id(sessions, window, [spec for _k, spec in tasks], trials) + f"-s{seed}"
+    chosen_objective = objective or _default_objective(sessions, price_profile)
+    pricing = price_profile.model_dump_json() if price_profile else "by-model"
+    specs_planned = [spec for _k, spec in tasks]
+    run_id = _run_id(sessions, window, specs_planned, trials, pricing) + f"-s{seed}"
     home_path = Path(home)
     log = RunLog(
         run_path(home_path, run_id), new_header(run_id, window, ids, held_ids, len(tasks) + trials)
@@ -284,18 +308,39 @@ def run_tune(
         lambda: open_backend(sessions, workers=workers, dask=dask),
         progress,
         set(tune_ids),
+        price_profile,
+        chosen_objective,
     )
     try:
         runner(tasks)
-        searched = optuna_search(trials, runner, set(tune_ids), seed=seed) if trials else []
+        searched = (
+            optuna_search(trials, runner, set(tune_ids), seed=seed, objective=chosen_objective)
+            if trials
+            else []
+        )
     finally:
         runner.close()
     specs = dict(tasks + searched)
     results = {key: (spec, log.done[key].metrics) for key, spec in specs.items()}
-    report = _report(results, run_id, window, home_path, log.path, tune_ids, held_ids)
+    report = _report(
+        results, run_id, window, home_path, log.path, tune_ids, held_ids, chosen_objective
+    )
     report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
-    report.notes = plan.notes
+    report.price_profile = price_profile.name if price_profile else None
+    held = set(held_ids)
+    report.held_back_files = sorted({s.source_path for s in sessions if s.session_id in held})
+    report.notes = [*plan.notes, *profile_warnings(report.profiles, len(tune_ids))]
     return report
+
+
+def _default_objective(
+    sessions: Sequence[ImportedSession], profile: PriceProfile | None
+) -> Objective:
+    """``cost`` when some session is priced (a profile was given, or a model has one)."""
+    if profile is not None:
+        return "cost" if profile.caching != "none" else "tokens"
+    priced = any(profile_name_for_model(s.model) != "none" for s in sessions)
+    return "cost" if priced else "tokens"
 
 
 def _report(
@@ -306,13 +351,15 @@ def _report(
     path: Path,
     tune_ids: list[str],
     held_ids: list[str],
+    objective: str = "tokens",
 ) -> TuneReport:
     table = figures_table(results, set(held_ids), window)
     progressive = {k: v for k, v in results.items() if v[0].kind == "progressive"}
     folder = home / "tuning"
     rec_path = folder / f"{run_id}-recommended.toml"
-    chosen = recommend(progressive, set(tune_ids), set(held_ids), window, rec_path)
-    profiles = model_profiles(progressive, set(tune_ids), set(held_ids), window, folder, run_id)
+    tune, held = set(tune_ids), set(held_ids)
+    chosen = recommend(progressive, tune, held, window, rec_path, objective=objective)
+    profiles = model_profiles(progressive, tune, held, window, folder, run_id, objective)
     return TuneReport(
         run_id=run_id,
         window=window,
@@ -323,23 +370,8 @@ def _report(
         table=table,
         tune_table=figures_table(results, set(tune_ids), window),
         specs={k: v[0] for k, v in results.items()},
-        pareto=pareto_front(table) if table.height else [],
+        pareto=pareto_front(table, objective) if table.height else [],
         recommended=chosen,
         profiles=profiles,
+        objective=objective,
     )
-
-
-def tune_json(report: TuneReport) -> dict[str, Any]:
-    """SPEC 5.3 ``tune --json``: every strategy's figures on the held-back sessions, the
-    Pareto front's names, and the recommended configuration and its TOML path."""
-    rows = []
-    for row in report.table.to_dicts():
-        spec = report.specs[row["key"]]
-        rows.append({k: spec.settings() if k == "config" else row[k] for k in STRATEGY_KEYS})
-    rec = report.recommended
-    recommended = {
-        "name": rec.name if rec else None,
-        "config": rec.spec.settings() if rec else None,
-        "path": str(rec.path) if rec else None,
-    }
-    return {"strategies": rows, "pareto": report.pareto, "recommended": recommended}

@@ -5,6 +5,12 @@ what the summariser read and wrote), turns over the window, emergencies, the pea
 retention, anchor retention and invariant violations (``validate_history`` on every view, and
 the task missing from a view).
 
+Cost: each turn's view is split into cache reads, writes and uncached tokens by the price
+profile's rules (``analytics.jobs.cache_model``): the cached prefix is the leading messages the
+view shares with the previous turn's (the system message on the first turn, warm from earlier
+sessions), each answer is billed as output, and each summariser call as uncached input plus
+output. The profile is the one asked for, else the session's model's.
+
 Artifact retention uses the artifacts job's definitions (``analytics.jobs.artifacts``: its path
 pattern and its path and command argument keys) over the messages a strategy took out of the
 context (summarised, dropped or replaced): paths and commands in their tool calls, paths in their
@@ -25,7 +31,9 @@ from pydantic import BaseModel, ConfigDict
 
 from analytics.importers import ImportedSession
 from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
+from analytics.jobs.cache_model import CacheSplit, call_cost, split_cost, split_prompt
 from analytics.jobs.common import BYTES_PER_TOKEN
+from analytics.jobs.prices import PriceProfile, profile_for_model
 from analytics.jobs.retention import anchor_survival, retention_detail
 from analytics.tuning.strategies import StrategyResult, task_index, view_bytes
 from compactor import Anchor, Message, estimate_tokens, validate_history
@@ -56,6 +64,12 @@ class SessionMetrics(BaseModel):
     anchor_items_kept: int = 0
     violations: int = 0
     wall_time_s: float = 0.0
+    profile: str = ""
+    cost: float = 0.0
+    """Turns and summariser calls, in the profile's currency (``analytics.jobs.prices``)."""
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    uncached_tokens: int = 0
 
     @property
     def tokens_billed(self) -> int:
@@ -176,12 +190,48 @@ def uncompacted_tokens(result: StrategyResult, original: Sequence[Message]) -> i
     return total
 
 
+def _shared(previous: Sequence[Message], view: Sequence[Message]) -> int:
+    """How many leading messages ``view`` shares with ``previous`` (the same or equal)."""
+    n = 0
+    for a, b in zip(previous, view, strict=False):
+        if a is not b and a != b:
+            break
+        n += 1
+    return n
+
+
+def cache_costs(
+    result: StrategyResult, tokens: Sequence[int], profile: PriceProfile
+) -> tuple[CacheSplit, float]:
+    """The summed cache split of ``result``'s turns (``tokens``: each view's estimate) and
+    their cost under ``profile``, the answers and the summariser's calls included."""
+    read = write = uncached = 0
+    cost = 0.0
+    previous: list[Message] = [result.system] if result.system is not None else []
+    for turn, prompt in zip(result.turns, tokens, strict=True):
+        prefix = estimate_tokens(turn.view[: _shared(previous, turn.view)])
+        split = split_prompt(profile, prompt, prefix)
+        answer = result.history[turn.index] if turn.index < len(result.history) else None
+        cost += split_cost(profile, split, estimate_tokens([answer]) if answer else 0)
+        read, write, uncached = read + split.read, write + split.write, uncached + split.uncached
+        previous = turn.view
+    summaries = call_cost(profile, result.summarizer_input_tokens, result.summarizer_output_tokens)
+    return CacheSplit(read, write, uncached), cost + summaries
+
+
 def measure(
-    session: ImportedSession, result: StrategyResult, window: int, wall_time_s: float = 0.0
+    session: ImportedSession,
+    result: StrategyResult,
+    window: int,
+    wall_time_s: float = 0.0,
+    profile: PriceProfile | None = None,
 ) -> SessionMetrics:
-    """Every figure of ``result`` (``session`` replayed under one strategy at ``window``)."""
+    """Every figure of ``result`` (``session`` replayed under one strategy at ``window``),
+    priced under ``profile`` (default: the session's model's)."""
     original = session.messages[1:] if result.system is not None else session.messages
     tokens = [estimate_tokens(t.view) for t in result.turns]
+    priced_as = profile or profile_for_model(session.model)
+    split, cost = cache_costs(result, tokens, priced_as)
     at_risk, kept = artifact_counts(result)
     items_next, items_kept = anchor_counts(result.summaries)
     return SessionMetrics(
@@ -201,6 +251,11 @@ def measure(
         anchor_items_kept=items_kept,
         violations=violation_count(result),
         wall_time_s=wall_time_s,
+        profile=priced_as.name,
+        cost=cost,
+        cache_read_tokens=split.read,
+        cache_write_tokens=split.write,
+        uncached_tokens=split.uncached,
     )
 
 
@@ -231,4 +286,8 @@ def totals(rows: Iterable[SessionMetrics], window: int) -> dict[str, float | int
         "anchor_retention": sum(r.anchor_items_kept for r in rows) / items if items else None,
         "violations": sum(r.violations for r in rows),
         "wall_time_s": sum(r.wall_time_s for r in rows),
+        "cost": sum(r.cost for r in rows),
+        "cache_read_tokens": sum(r.cache_read_tokens for r in rows),
+        "cache_write_tokens": sum(r.cache_write_tokens for r in rows),
+        "uncached_tokens": sum(r.uncached_tokens for r in rows),
     }

@@ -1,4 +1,5 @@
-"""The Pareto front of a results table: fewest tokens billed vs most artifacts retained.
+"""The Pareto front of a results table: the cheapest (by the objective: cost, or tokens billed)
+vs the most artifacts retained.
 
 Pure: a DataFrame in, names out. Only feasible rows compete (0 turns over the window and no
 invariant violations); when no row is feasible, every row does, so the front is never empty for
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
-FRONT_COLUMNS = ("name", "tokens_billed", "artifact_retention", "turns_over_window", "violations")
+FRONT_COLUMNS = ("name", "artifact_retention", "turns_over_window", "violations")
+OBJECTIVE_COLUMNS = {"cost": "cost", "tokens": "tokens_billed"}
+"""``--objective`` → the column it minimises."""
 
 
 def feasible(table: pl.DataFrame) -> pl.DataFrame:
@@ -17,16 +20,17 @@ def feasible(table: pl.DataFrame) -> pl.DataFrame:
     return table.filter((pl.col("turns_over_window") == 0) & (pl.col("violations") == 0))
 
 
-def pareto_front(table: pl.DataFrame) -> list[str]:
-    """Names of the rows no other row dominates (no more tokens and no less retention, one of
-    them strictly better), ordered by tokens billed then name."""
-    missing = [c for c in FRONT_COLUMNS if c not in table.columns]
+def pareto_front(table: pl.DataFrame, objective: str = "tokens") -> list[str]:
+    """Names of the rows no other row dominates (no dearer by ``objective`` and no less
+    retention, one of them strictly better), ordered by the objective then name."""
+    column = OBJECTIVE_COLUMNS[objective]
+    missing = [c for c in (*FRONT_COLUMNS, column) if c not in table.columns]
     if missing:
         raise ValueError(f"results table lacks column(s) {missing}")
     pool = feasible(table)
     if pool.height == 0:
         pool = table
-    rows = pool.select("name", "tokens_billed", "artifact_retention").sort("tokens_billed", "name")
+    rows = pool.select("name", column, "artifact_retention").sort(column, "name")
     front: list[str] = []
     points = rows.rows()
     for name, tokens, retention in points:

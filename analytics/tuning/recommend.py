@@ -22,13 +22,16 @@ import polars as pl
 import tomli_w
 
 from analytics.tuning.metrics import SessionMetrics, totals
-from analytics.tuning.pareto import feasible
+from analytics.tuning.pareto import OBJECTIVE_COLUMNS, feasible
 from analytics.tuning.specs import StrategySpec
 from compactor import CompactorConfig
 
 HELD_BACK_SHARE = 0.3
 RETENTION_SLACK = 0.02
 MIN_PROFILE_SESSIONS = 5
+"""A model needs this many tuning sessions for a profile of its own."""
+FEW_PROFILE_SESSIONS = 20
+"""A profile chosen on fewer tuning sessions than this is a hint, and is said to be one."""
 
 
 def split_sessions(session_ids: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -62,14 +65,27 @@ def figures_table(
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def choose(table: pl.DataFrame) -> str | None:
-    """The key of the recommended progressive trial in ``table`` (None if none is feasible)."""
+def rule_words(objective: str) -> str:
+    """The recommendation rule in words."""
+    cheapest = (
+        "cheapest config by cost" if objective == "cost" else "config billing the fewest tokens"
+    )
+    return (
+        f"the {cheapest} whose artifact retention is within {RETENTION_SLACK:g} of the best, "
+        "among progressive configs with 0 turns over the window and no violations, chosen on "
+        "the tuning sessions and reported on the held-back ones"
+    )
+
+
+def choose(table: pl.DataFrame, objective: str = "tokens") -> str | None:
+    """The key of the recommended progressive trial in ``table`` (None if none is feasible):
+    see ``rule_words``."""
     pool = feasible(table.filter(pl.col("kind") == "progressive"))
     if pool.height == 0:
         return None
     best = float(pool["artifact_retention"].max())  # type: ignore[arg-type]
     good = pool.filter(pl.col("artifact_retention") >= best - RETENTION_SLACK)
-    key: str = good.sort("tokens_billed", "name")["key"][0]
+    key: str = good.sort(OBJECTIVE_COLUMNS[objective], "name")["key"][0]
     return key
 
 
@@ -119,13 +135,15 @@ def recommend(
     *,
     model: str = "",
     distinct: bool = False,
+    objective: str = "tokens",
 ) -> Recommendation | None:
     """Choose on ``tune_ids``, write the TOML to ``path``, report on ``held_ids``. None when no
     trial is feasible, or (``distinct``) when every trial bills the same on ``tune_ids`` (the
     sessions never compacted: nothing to choose between)."""
     tune_table = figures_table(trials, tune_ids, window)
-    key = choose(tune_table) if tune_table.height else None
-    if key is None or (distinct and tune_table["tokens_billed"].n_unique() < 2):
+    key = choose(tune_table, objective) if tune_table.height else None
+    column = OBJECTIVE_COLUMNS[objective]
+    if key is None or (distinct and tune_table[column].n_unique() < 2):
         return None
     spec, metrics = trials[key]
     held_rows = [m for m in metrics if m.session_id in held_ids]
@@ -149,6 +167,7 @@ def model_profiles(
     window: int,
     folder: Path,
     stem: str,
+    objective: str = "tokens",
 ) -> list[Recommendation]:
     """A recommendation per model with at least ``MIN_PROFILE_SESSIONS`` tuning sessions on
     which the trials differ."""
@@ -166,7 +185,35 @@ def model_profiles(
         if len(tune) < MIN_PROFILE_SESSIONS or not held:
             continue
         path = folder / f"{stem}-recommended-{_safe(model)}.toml"
-        found = recommend(trials, set(tune), set(held), window, path, model=model, distinct=True)
+        found = recommend(
+            trials,
+            set(tune),
+            set(held),
+            window,
+            path,
+            model=model,
+            distinct=True,
+            objective=objective,
+        )
         if found is not None:
             out.append(found)
     return out
+
+
+def profile_warnings(profiles: Sequence[Recommendation], tune_sessions: int) -> list[str]:
+    """One line per per-model profile, said aloud; a warning for one chosen on fewer than
+    ``FEW_PROFILE_SESSIONS`` sessions."""
+    lines = []
+    for p in profiles:
+        n = int(p.tune.get("sessions") or 0)
+        line = (
+            f"profile for model {p.model}: {p.name}, chosen on {n} of {tune_sessions} tuning "
+            f"sessions, written to {p.path}"
+        )
+        if n < FEW_PROFILE_SESSIONS:
+            line += (
+                f"; warning: only {n} sessions, treat it as a hint and check it on more "
+                "sessions of that model before relying on it"
+            )
+        lines.append(line)
+    return lines

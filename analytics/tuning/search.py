@@ -1,12 +1,12 @@
 """The multi-objective search: Optuna's TPE over the progressive compactor's settings.
 
-Objectives: minimise tokens billed, maximise artifact retention, both on the tuning sessions
-only; constraint: no turn over the window and no invariant violation (``Trial.set_constraint``,
-Optuna 5's replacement of ``constraints_func``). Trials are asked in fixed batches of ``BATCH``
-(evaluated in parallel by the caller) with a seeded sampler, so the study is a deterministic
-function of its results: a resumed run replays the same asks and tells, taking finished trials
-from the run log instead of evaluating them again, and reaches the same trials as an
-uninterrupted run.
+Objectives: minimise cost or tokens billed (``--objective``), maximise artifact retention, both
+on the tuning sessions only; constraint: no turn over the window and no invariant violation
+(``Trial.set_constraint``, Optuna 5's replacement of ``constraints_func``). Trials are asked in
+fixed batches of ``BATCH`` (evaluated in parallel by the caller) with a seeded sampler, so the
+study is a deterministic function of its results: a resumed run replays the same asks and
+tells, taking finished trials from the run log instead of evaluating them again, and reaches
+the same trials as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import optuna
 
 from analytics.tuning.metrics import SessionMetrics, totals
+from analytics.tuning.pareto import OBJECTIVE_COLUMNS
 from analytics.tuning.specs import StrategySpec, progressive_spec
 
 BATCH = 4
@@ -43,19 +44,26 @@ def spec_for_trial(trial: optuna.trial.Trial) -> StrategySpec:
     return progressive_spec(values)
 
 
-def objectives(metrics: Sequence[SessionMetrics], tune_ids: Collection[str]) -> tuple[float, ...]:
-    """(tokens billed, artifact retention, infeasibility) on the tuning sessions."""
+def objectives(
+    metrics: Sequence[SessionMetrics], tune_ids: Collection[str], objective: str = "tokens"
+) -> tuple[float, ...]:
+    """(cost or tokens billed, artifact retention, infeasibility) on the tuning sessions."""
     figures = totals([m for m in metrics if m.session_id in tune_ids], window=1)
     infeasible = float(figures["turns_over_window"] or 0) + float(figures["violations"] or 0)
     return (
-        float(figures["tokens_billed"] or 0),
+        float(figures[OBJECTIVE_COLUMNS[objective]] or 0),
         float(figures["artifact_retention"] or 0.0),
         infeasible,
     )
 
 
 def optuna_search(
-    trials: int, evaluate_batch: EvaluateBatch, tune_ids: Collection[str], *, seed: int = 0
+    trials: int,
+    evaluate_batch: EvaluateBatch,
+    tune_ids: Collection[str],
+    *,
+    seed: int = 0,
+    objective: str = "tokens",
 ) -> list[tuple[str, StrategySpec]]:
     """Runs ``trials`` trials; returns (key, spec) of each, in trial order."""
     import optuna  # only a search needs it: every other command starts without it
@@ -69,7 +77,7 @@ def optuna_search(
         batch = [(f"optuna:{t.number}", spec_for_trial(t)) for t in asked]
         results = evaluate_batch(batch)
         for trial, (key, spec) in zip(asked, batch, strict=True):
-            tokens, retention, infeasible = objectives(results[key], tune_ids)
+            tokens, retention, infeasible = objectives(results[key], tune_ids, objective)
             trial.set_constraint("infeasible", infeasible)  # feasible when <= 0
             study.tell(trial, [tokens, retention])
             done.append((key, spec))

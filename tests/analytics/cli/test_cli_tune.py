@@ -28,6 +28,9 @@ KEYS = {
     "artifact_retention",
     "anchor_retention",
     "violations",
+    "cost",
+    "cache_read_tokens",
+    "cache_write_tokens",
 }
 
 
@@ -48,7 +51,7 @@ def test_tune_prints_the_spec_json_and_writes_a_loadable_recommendation(tmp_path
 
     assert done.exit_code == 0, done.output
     found = json.loads(done.stdout)
-    assert set(found) == {"strategies", "pareto", "recommended"}
+    assert {"strategies", "pareto", "recommended"} <= set(found)
     kinds = {row["kind"] for row in found["strategies"]}
     assert kinds == {"progressive", "masking"}
     assert all(set(row) == KEYS for row in found["strategies"])

@@ -1,0 +1,70 @@
+"""``tune --json`` (SPEC 5.3 and 8): what ``run_tune`` found, as the JSON the CLI prints.
+
+Every strategy's figures on the held-back sessions (cost and the cache split beside the tokens
+billed), the Pareto front, the objective and the recommendation rule in words, the
+recommended configuration with its TOML path and the held-back transcript files, and each
+per-model profile. Nothing here replays or writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analytics.tuning.lab import TuneReport
+from analytics.tuning.recommend import Recommendation, rule_words
+
+STRATEGY_KEYS = (
+    "name",
+    "kind",
+    "config",
+    "tokens_billed",
+    "saved_share",
+    "summarizer_tokens",
+    "turns_over_window",
+    "emergencies",
+    "artifact_retention",
+    "anchor_retention",
+    "violations",
+    "cost",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
+"""The keys of each ``strategies`` row."""
+
+
+def _recommendation(rec: Recommendation | None) -> dict[str, Any]:
+    return {
+        "name": rec.name if rec else None,
+        "config": rec.spec.settings() if rec else None,
+        "path": str(rec.path) if rec else None,
+        # the held-back figures, without the wall time (the one figure no rerun reproduces)
+        "held_back": (
+            {k: v for k, v in rec.held_back.items() if k != "wall_time_s"} if rec else None
+        ),
+    }
+
+
+def tune_json(report: TuneReport) -> dict[str, Any]:
+    """The ``tune --json`` object of ``report``."""
+    rows = []
+    for row in report.table.to_dicts():
+        spec = report.specs[row["key"]]
+        rows.append({k: spec.settings() if k == "config" else row[k] for k in STRATEGY_KEYS})
+    recommended = {
+        **_recommendation(report.recommended),
+        "held_back_sessions": report.held_back_files,
+        "rule": rule_words(report.objective),
+    }
+    profiles = [
+        {"model": p.model, "sessions": p.tune.get("sessions"), **_recommendation(p)}
+        for p in report.profiles
+    ]
+    return {
+        "strategies": rows,
+        "pareto": report.pareto,
+        "recommended": recommended,
+        "objective": report.objective,
+        "price_profile": report.price_profile,
+        "profiles": profiles,
+        "notes": report.notes,
+    }
