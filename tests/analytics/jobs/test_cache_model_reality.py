@@ -85,17 +85,14 @@ def test_pricing_the_same_replays_twice_gives_identical_costs(
     with EventStore.for_home(home) as store:
         refresh(store)
         stored = frames.turn_costs_frame(store)
-        inputs = [
-            read(store)
-            for read in (
-                frames.turns_frame,
-                frames.messages_frame,
-                frames.views_frame,
-                frames.compactions_frame,
-                frames.sessions_frame,
-                frames.usage_frame,
-            )
-        ]
+        inputs = (
+            frames.turns_frame(store),
+            frames.messages_frame(store),
+            frames.views_frame(store),
+            frames.compactions_frame(store),
+            frames.sessions_frame(store),
+            frames.usage_frame(store),
+        )
     first, second = turn_costs(*inputs), turn_costs(*inputs)
     assert stored.height > 1000 and stored["cost"].sum() > 0
     assert first.equals(second)
