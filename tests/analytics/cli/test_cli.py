@@ -40,6 +40,7 @@ STATS_KEYS = {  # SPEC 5.3, then the extra keys
     "anchor_retention",
     "silent_drops",
     "artifact_retention",
+    "cost",
     "quarantined",
     "messages",
     "events",
