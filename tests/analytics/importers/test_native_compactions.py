@@ -233,7 +233,8 @@ def _message_count(lines: list[dict[str, Any]]) -> int:
 def test_the_claude_code_history_is_the_original_one_without_the_summaries(
     path: Path, imported: dict[str, ImportedSession]
 ) -> None:
-    chain = _raw_chain(_lines(path))
+    rows = _lines(path)
+    chain = _raw_chain(rows)
     cuts = [i for i, r in enumerate(chain) if _boundary(r)]
     spans = [chain[a:b] for a, b in zip([0, *cuts], [*cuts, len(chain)], strict=True)]
     session = imported[str(path)]
@@ -249,6 +250,8 @@ def test_the_claude_code_history_is_the_original_one_without_the_summaries(
     for payload, summary in zip(_records(session), summaries, strict=True):
         assert [s.content for s in payload.synthetic] == [summary]
         assert [v.status for v in payload.after] == ["synthetic"]
+    titles = [r["summary"] for r in rows if r.get("type") == "summary"]
+    assert session.metadata["summaries"] == titles, "title lines stay titles"
 
 
 def _primary_request(summary: str) -> str:
