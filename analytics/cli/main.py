@@ -78,6 +78,9 @@ class FormatName(StrEnum):
     MINI_SWE_AGENT = "mini-swe-agent"
     AIDER = "aider"
     HARNESS9_RECORDS = "harness9-records"
+    CODEX = "codex"
+    OPENHANDS_V0 = "openhands-v0"
+    OPENHANDS_SDK = "openhands-sdk"
 
 
 class CaptureName(StrEnum):
