@@ -157,9 +157,9 @@ def system_prompt(store: EventStore, session_id: str) -> pl.DataFrame:
 
 def estimate_moves(store: EventStore, session_id: str, share: float = 0.1) -> pl.DataFrame:
     """The usage reports after which the session's estimate moved: the provider counted an
-    input at least ``share`` of the window away from the estimate, and the next turn's history
-    estimate moved by at least half that gap the same way (a calibrated estimator learning a
-    hidden prompt). One row each, in order: reported_turn (the turn the report is of), turn
+    input at least ``share`` of the window and a quarter of the estimate away from it, and the
+    next turn's history estimate moved by at least half that gap the same way (a calibrated
+    estimator learning a hidden prompt; a correction of a few percent is no jump). One row each, in order: reported_turn (the turn the report is of), turn
     (the next one, where the timeline jumps), estimated_tokens, raw_estimated_tokens (bytes/4),
     input_tokens (the provider's count), tokens (the view sent at ``turn``), history_before,
     history_after (the uncompacted history's estimate at the two turns)."""
@@ -186,6 +186,7 @@ def estimate_moves(store: EventStore, session_id: str, share: float = 0.1) -> pl
                   history_before, history_after
            FROM m, w
            WHERE turn IS NOT NULL AND abs(reported - estimated) >= ? * w.window
+             AND abs(reported - estimated) >= 0.25 * estimated
              AND sign(history_after - history_before) = sign(reported - estimated)
              AND abs(history_after - history_before) >= 0.5 * abs(reported - estimated)
            ORDER BY m.seq""",

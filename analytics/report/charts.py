@@ -83,9 +83,17 @@ def timeline_figure(
             )
         )
     fig.update_yaxes(range=[0, _y_top(turns, markers, window)])
+    _whole_turns(fig, turns.get_column("turn"))
     if notes is not None:
         _notes(fig, notes)
     return _layout(fig, title, "turn (model call)", "tokens")
+
+
+def _whole_turns(fig: go.Figure, turns: pl.Series) -> None:
+    """Turns are whole numbers: over a short span, one tick per turn instead of 1, 1.5, 2."""
+    values = turns.drop_nulls()
+    if values.len() and int(values.max()) - int(values.min()) <= 15:  # type: ignore[arg-type]
+        fig.update_xaxes(dtick=1)
 
 
 def _y_top(turns: pl.DataFrame, markers: pl.DataFrame, window: int) -> float:
@@ -100,7 +108,8 @@ def _y_top(turns: pl.DataFrame, markers: pl.DataFrame, window: int) -> float:
 
 def _notes(fig: go.Figure, notes: pl.DataFrame) -> None:
     """An arrow and a short text at each note's turn and tokens (``turn``, ``tokens``,
-    ``text`` columns), alternating above and below so neighbouring notes do not overlap."""
+    ``text`` columns): the text below and right of the point, away from the threshold labels
+    at the top left of their lines, at two depths so neighbouring notes do not overlap."""
     for i, row in enumerate(notes.iter_rows(named=True)):
         fig.add_annotation(
             x=row["turn"],
@@ -108,8 +117,8 @@ def _notes(fig: go.Figure, notes: pl.DataFrame) -> None:
             text=str(row["text"]),
             showarrow=True,
             arrowhead=2,
-            ax=40,
-            ay=-40 if i % 2 == 0 else 40,
+            ax=90,
+            ay=60 if i % 2 == 0 else 100,
             bgcolor="rgba(255,255,255,0.85)",
             bordercolor="#1f77b4",
             font={"size": 11},
@@ -216,6 +225,8 @@ def lead_up_figure(lead_up: pl.DataFrame, thresholds: Mapping[str, float]) -> go
                 line={"color": TIER_COLOURS[name.upper()], "dash": "dash", "width": 1},
                 annotation_text=name.upper(),
             )
+    if lead_up.height:
+        _whole_turns(fig, lead_up.get_column("turn"))
     return _layout(
         fig, "Lead-up to the emergency", "turn (model call)", "ratio of the window (0–1)"
     )

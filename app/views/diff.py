@@ -118,6 +118,7 @@ def render() -> None:
     sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
     if sid is None or not known_session(sid):
         return
+    st.text(sid)
     cid = _choose(sid)
     if cid is None:
         return
@@ -127,7 +128,7 @@ def render() -> None:
         return
     record = record_rows.row(0, named=True)
     previous, following = _neighbours(sid, cid)
-    st.text(f"{sid}\n{cid}")
+    st.caption(f"compaction {cid}")
     st.markdown(
         f"**{record['tier_name']}** · {record['tokens_before']:,} → {record['tokens_after']:,} "
         f"tokens · {record['msgs_before']} → {record['msgs_after']} messages"

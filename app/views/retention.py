@@ -49,7 +49,7 @@ def _drops(drops: pl.DataFrame) -> None:
         st.success("No user intent or key decision was dropped without a replacement.")
         return
     page = paginate(drops, "drops_page", page_size=20)
-    st.dataframe(_drop_rows(page), hide_index=True)
+    st.table(_drop_rows(page))  # a table, not a grid: the reasons are sentences, wrapped
     st.caption("Open the compaction that dropped an item:")
     for i, row in enumerate(page.iter_rows(named=True), start=1):
         link(

@@ -4,7 +4,9 @@ One server for the module, on 127.0.0.1 and a free port, over a store of replaye
 (``fixtures.build_home``). Every page is opened by its URL and checked for its content and for
 the absence of Streamlit's exception box, with a screenshot each; a timeline marker's link is
 clicked through to its diff; events spooled while the app runs appear within 5 s; script in a
-transcript stays inert; a second app on the same store says in one line who owns it.
+transcript stays inert; a second app on the same store says in one line who owns it. A second
+server on ``findings.build_findings_home`` shows the post-mortems, the timeline whose highest
+marker was once drawn above the plot (checked in pixels) and the pages that say why.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tests.app.browser import (
     start_browser,
     wait_for,
 )
+from tests.app.findings import FindingsHome, build_findings_home
 from tests.app.fixtures import SCRIPT, TRANSCRIPTS, FixtureHome, build_home, run_hostile
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
@@ -238,3 +241,113 @@ def test_a_link_that_matches_nothing_gets_the_page_s_not_found_message(
 
     page_text(served.driver, expected)
     assert not exception_boxes(served.driver)
+
+
+@dataclass
+class FindingsServed:
+    found: FindingsHome
+    url: str
+    driver: WebDriver
+
+    def open(self, path: str, **params: str) -> None:
+        self.driver.get(f"{self.url}{path}?{urllib.parse.urlencode(params)}")
+
+
+@pytest.fixture(scope="module")
+def findings(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FindingsServed]:
+    root = tmp_path_factory.mktemp("findings-browser")
+    found = build_findings_home(root / "home")
+    url, process = start(found.home, root / "server.log")
+    try:
+        yield FindingsServed(found, url, served.driver)
+    finally:
+        stop_app(process)
+
+
+PLOT = """
+const gd = document.querySelector('.js-plotly-plot');
+if (!gd || !gd._fullLayout || !gd._fullLayout.yaxis) return null;
+const area = gd.querySelector('.nsewdrag').getBoundingClientRect();
+const points = Array.from(gd.querySelectorAll('g.trace.scatter path.point')).map(p => {
+  const b = p.getBoundingClientRect(); return b.top + b.height / 2; });
+return {range: gd._fullLayout.yaxis.range, top: area.top, bottom: area.bottom, points: points};
+"""
+
+
+def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: FindingsServed) -> None:
+    sid = findings.found.session("fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70")
+    truth = findings.found.effective[sid]
+    highest = max(r["tokens_before"] for r in truth)
+    findings.open("/timeline", session=sid)
+    page_text(findings.driver, "Context tokens per turn", "(open diff)")
+    wait_for(lambda: findings.driver.execute_script(PLOT) is not None, 15, "the chart")
+
+    plot = findings.driver.execute_script(PLOT)
+
+    assert plot["range"][1] > highest  # the y axis holds the highest compaction
+    assert len(plot["points"]) == len(truth)  # one marker per compaction listed
+    assert all(plot["top"] <= y <= plot["bottom"] for y in plot["points"])  # all on the plot
+    screenshot(findings.driver, "timeline-highest-marker")
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "prefix", "expected"),
+    [
+        (
+            "timeline-estimate",
+            "/timeline",
+            "fe5e1c67-53e7-4862-81ae-d0e013e3270b@",
+            ("the line jumps",),
+        ),
+        (
+            "emergencies-findings",
+            "/emergencies",
+            "fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70",
+            ("Steady growth", "Verified: replaying", "what it changes"),
+        ),
+        (
+            "emergencies-fixed-prompt",
+            "/emergencies",
+            "fe5e1c67-53e7-4862-81ae-d0e013e3270b@",
+            ("The fixed prompt alone fills the window", "window needed"),
+        ),
+        ("emergencies-marshmallow", "/emergencies", "marshmallow", ("emergency at turn",)),
+        (
+            "retention-why",
+            "/retention",
+            "fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70",
+            ("fell back to trimming",),
+        ),
+    ],
+)
+def test_findings_pages_render_and_say_what_they_found(
+    findings: FindingsServed, name: str, path: str, prefix: str, expected: tuple[str, ...]
+) -> None:
+    findings.open(path, session=findings.found.session(prefix))
+
+    page_text(findings.driver, *expected, timeout=60)
+    assert not exception_boxes(findings.driver)
+    screenshot(findings.driver, name)
+
+
+def test_the_diff_picker_lists_effective_compactions_by_turn_tier_and_tokens(
+    findings: FindingsServed,
+) -> None:
+    sid = findings.found.session("fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70")
+    truth = findings.found.effective[sid]
+    findings.open("/diff", session=sid)
+    page_text(findings.driver, "turn · tier · tokens before → after")
+
+    findings.driver.find_element(By.CSS_SELECTOR, '[data-testid="stSelectbox"] input').click()
+    wait_for(
+        lambda: bool(findings.driver.find_elements(By.CSS_SELECTOR, '[role="option"]')),
+        10,
+        "the picker's options",
+    )
+    screenshot(findings.driver, "diff-picker")
+    shown = [o.text for o in findings.driver.find_elements(By.CSS_SELECTOR, '[role="option"]')]
+
+    first = truth[0]
+    assert shown[0].startswith("turn ") and f"{first['tokens_before']:,} → " in shown[0]
+    assert not any(len(o) == 36 and o.count("-") == 4 for o in shown)  # no bare UUIDs
+    assert len(shown) <= len(truth)  # the no-ops are not offered (the list may be virtual)

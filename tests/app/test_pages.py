@@ -148,7 +148,7 @@ def test_silent_drops_name_their_compactions_by_turn_and_tier_and_say_why(
 
     at = open_page("retention")
 
-    table = next(d.value for d in at.dataframe if "why" in d.value.columns)
+    table = next(t.value for t in at.table if "why" in t.value.columns)
     assert list(table.columns) == [
         *("#", "session", "anchor", "item"),
         *("introduced at", "dropped at", "why"),
