@@ -4,8 +4,9 @@ The event store and its schema (``eventstore``, ``schema``, ``sql``), what a bad
 (``diagnosis``, ``files``), batch commits (``batch``, ``commits``), the projector that loads the
 spool (``projector``: which spool files may be read in ``spoolfiles``, one line in ``lines``),
 ``rebuilding`` (a new database built beside the old one), materialised job tables (``results``)
-and exports (``export``). One backend today, the local DuckDB file. Above it, ``analytics.queries`` reads and nothing else opens a
-connection.
+and exports (``export``). Two backends (``location`` says which): the local DuckDB file, one
+owner at a time, and a DuckLake on PostgreSQL (``lake``, its SQL derived in ``lake_sql``), many
+writers and readers. Above it, ``analytics.queries`` reads and nothing else opens a connection.
 """
 
 from analytics.errors import (
@@ -20,6 +21,7 @@ from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.diagnosis import storage_version
 from analytics.store.eventstore import EventStore
 from analytics.store.files import claim_parent
+from analytics.store.location import Lake, LocalFile, Selection, select, selected, store_location
 from analytics.store.schema import DB_NAME, STORE_SCHEMA_VERSION
 from analytics.store.sql import PROJECTIONS, TABLES
 
@@ -30,7 +32,10 @@ __all__ = [
     "TABLES",
     "EventBatch",
     "EventStore",
+    "Lake",
+    "LocalFile",
     "QuarantinedLine",
+    "Selection",
     "SpoolPosition",
     "StoreCorruptError",
     "StoreError",
@@ -39,5 +44,8 @@ __all__ = [
     "StoreUnwritableError",
     "StoreVersionError",
     "claim_parent",
+    "select",
+    "selected",
     "storage_version",
+    "store_location",
 ]

@@ -4,20 +4,31 @@ A batch's new events, the lines quarantined while reading it (a line stored befo
 byte offset and hash, is not stored again) and the spool positions after it are committed in
 ONE transaction, and the projections are applied to that batch inside it, so a crash loses
 nothing and duplicates nothing. ``reproject`` recomputes every projection from the events table.
-The functions take an open connection; errors are the caller's to diagnose.
+On a lake (``lake=True``) the same transaction runs as ``lake_sql`` rewrites it, serialised
+with every other commit to the lake and retried when DuckLake reports a conflict. The functions
+take an open connection; errors are the caller's to diagnose.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Sequence
+import random
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
+from analytics.store.lake_sql import (
+    LAKE_OFFSETS,
+    LAKE_PROJECTION_DDL,
+    SERIALISE,
+    lake_statements,
+)
 from analytics.store.sql import (
     EVENT_SOURCES,
     PROJECT_SQL,
@@ -28,8 +39,23 @@ from analytics.store.sql import (
     project_sql,
 )
 
+T = TypeVar("T")
 Positions = dict[str, SpoolPosition]
 """Spool file name (as stored) -> how far it has been read, with the fingerprint there."""
+
+CONFLICT_RETRIES = 200
+"""How often a lake commit that lost a conflict is tried again before its error is raised."""
+CONFLICT_WAIT_S = 0.005
+"""The first wait after a lost conflict; it doubles (with jitter) up to ``CONFLICT_MAX_WAIT_S``."""
+CONFLICT_MAX_WAIT_S = 0.25
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Whose spool a lake commit's offsets belong to: the host and its spool folder."""
+
+    host: str
+    spool: str
 
 
 @dataclass(frozen=True)
@@ -47,11 +73,16 @@ def commit(
     events: EventBatch,
     quarantined: Sequence[QuarantinedLine],
     positions: Positions,
+    *,
+    origin: Origin | None = None,
 ) -> Committed:
     """Insert new events (an event_id already stored, or repeated within the batch, is
-    skipped), quarantine new lines, advance positions and project, all in one transaction."""
+    skipped), quarantine new lines, advance positions and project, all in one transaction.
+    With an ``origin`` the connection is a lake's: see ``commit_to_lake``."""
     incoming = events.to_arrow()
     kinds = events.kinds()
+    if origin is not None:
+        return commit_to_lake(con, incoming, kinds, quarantined, positions, origin)
     # Optimistic first: a batch of distinct ids usually has none stored yet, so a plain
     # INSERT (the primary key still guards) suffices. A stored id aborts that try; the
     # careful path then runs instead.
@@ -72,29 +103,21 @@ def _transaction(
     positions: Positions,
     *,
     optimistic: bool,
+    origin: Origin | None = None,
 ) -> Committed:
     """The whole transaction as two calls into DuckDB. Each call releases the GIL, and
     getting it back waits for the projector's parse thread to yield it (up to Python's
     switch interval), so one call per statement cost about a tenth of a bulk ingest."""
     now = dt.datetime.now(dt.UTC)
+    offsets = _offsets_table(positions, now)
+    if origin is not None:
+        offsets = offsets.append_column("host", pa.array([origin.host] * offsets.num_rows))
+        offsets = offsets.append_column("spool", pa.array([origin.spool] * offsets.num_rows))
     con.register("incoming", incoming)
-    con.register("incoming_offsets", _offsets_table(positions, now))
+    con.register("incoming_offsets", offsets)
     con.register("incoming_quarantine", _quarantine_table(quarantined, now))
     try:
-        row = con.execute(
-            ";\n".join(
-                (
-                    "BEGIN TRANSACTION",
-                    *((STAGE_OPTIMISTIC,) if optimistic else (STAGE_CAREFUL, EVENT_SOURCES)),
-                    "INSERT INTO events SELECT * FROM batch",
-                    _NEW_QUARANTINE,
-                    "INSERT INTO quarantine BY NAME SELECT * FROM batch_quarantine",
-                    "INSERT OR REPLACE INTO spool_offsets BY NAME SELECT * FROM incoming_offsets",
-                    *project_sql(kinds),
-                    "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM batch_quarantine)",
-                )
-            )
-        ).fetchone()
+        row = con.execute(";\n".join(_statements(kinds, optimistic, origin))).fetchone()
         con.execute("DROP TABLE batch;\nDROP TABLE batch_quarantine;\nCOMMIT")
     except BaseException:
         with contextlib.suppress(duckdb.Error):
@@ -107,6 +130,56 @@ def _transaction(
     return Committed(int(row[0]), int(row[1])) if row else Committed(0, 0)
 
 
+def _statements(kinds: frozenset[str], optimistic: bool, origin: Origin | None) -> tuple[str, ...]:
+    if origin is not None:  # a lake: serialised, keyless, offsets by (host, spool, file)
+        head: tuple[str, ...] = (SERIALISE, STAGE_CAREFUL, EVENT_SOURCES)
+        offsets, projections = LAKE_OFFSETS, lake_statements(project_sql(kinds))
+    else:
+        head = (STAGE_OPTIMISTIC,) if optimistic else (STAGE_CAREFUL, EVENT_SOURCES)
+        offsets = ("INSERT OR REPLACE INTO spool_offsets BY NAME SELECT * FROM incoming_offsets",)
+        projections = project_sql(kinds)
+    return (
+        "BEGIN TRANSACTION",
+        *head,
+        "INSERT INTO events SELECT * FROM batch",
+        _NEW_QUARANTINE,
+        "INSERT INTO quarantine BY NAME SELECT * FROM batch_quarantine",
+        *offsets,
+        *projections,
+        "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM batch_quarantine)",
+    )
+
+
+def commit_to_lake(
+    con: duckdb.DuckDBPyConnection,
+    incoming: pa.Table,
+    kinds: frozenset[str],
+    quarantined: Sequence[QuarantinedLine],
+    positions: Positions,
+    origin: Origin,
+) -> Committed:
+    """The commit on a lake: the anti-join decides what is new, and a commit that lost a
+    conflict to another writer is run again whole (it then sees what that writer stored)."""
+    return retry_conflicts(
+        lambda: _transaction(
+            con, incoming, kinds, quarantined, positions, optimistic=False, origin=origin
+        )
+    )
+
+
+def retry_conflicts(attempt: Callable[[], T]) -> T:
+    """``attempt()``, run again after a DuckLake commit conflict (a ``TransactionException``
+    at COMMIT: another writer committed first), with jittered exponential waits."""
+    wait = CONFLICT_WAIT_S
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            return attempt()
+        except duckdb.TransactionException:
+            time.sleep(wait * (0.5 + random.random()))
+            wait = min(wait * 2, CONFLICT_MAX_WAIT_S)
+    return attempt()
+
+
 _NEW_QUARANTINE = """CREATE OR REPLACE TEMP TABLE batch_quarantine AS
     SELECT * FROM incoming_quarantine
     ANTI JOIN quarantine USING (source, byte_offset, raw_sha256)"""
@@ -114,15 +187,17 @@ _NEW_QUARANTINE = """CREATE OR REPLACE TEMP TABLE batch_quarantine AS
 brings its bad lines again)."""
 
 
-def reproject(con: duckdb.DuckDBPyConnection) -> None:
+def reproject(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> None:
     """Drop every projection and recompute it from the events table, in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
+        if lake:
+            con.execute(SERIALISE)
         for name in PROJECTIONS:
             con.execute(f"DROP TABLE IF EXISTS {name}")
-        con.execute(PROJECTION_DDL)
+        con.execute(LAKE_PROJECTION_DDL if lake else PROJECTION_DDL)
         con.execute("CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM events")
-        con.execute(";\n".join(PROJECT_SQL))
+        con.execute(";\n".join(lake_statements(PROJECT_SQL) if lake else PROJECT_SQL))
         con.execute("DROP TABLE batch")
         con.execute("COMMIT")
     except BaseException:

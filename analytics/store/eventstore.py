@@ -30,8 +30,8 @@ from analytics.store.files import (
     make_private,
     private_files,
 )
+from analytics.store.location import Lake, store_location
 from analytics.store.schema import (
-    DB_NAME,
     check_schema,
     create_schema,
     main_tables,
@@ -97,7 +97,18 @@ class EventStore:
 
     @classmethod
     def for_home(cls, home: str | os.PathLike[str], *, read_only: bool = False) -> EventStore:
-        return cls(Path(home) / DB_NAME, read_only=read_only)
+        """The store of ``home`` this process selected (``location.select``): the local file
+        ``<home>/compactlens.duckdb`` by default, or a lake (a ``LakeStore``)."""
+        where = store_location(home)
+        if isinstance(where, Lake):
+            from analytics.store.lake import LakeStore  # the lake builds on this class
+
+            return LakeStore(where, read_only=read_only)
+        return cls(where.path, read_only=read_only)
+
+    def location(self) -> str:
+        """Where the store is, for messages: the database file, or the lake's URL."""
+        return str(self.path)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         try:
@@ -107,6 +118,10 @@ class EventStore:
 
     def _failure(self, exc: duckdb.Error, doing: str) -> StoreError:
         return failure(self.path, exc, doing, read_only=self.read_only)
+
+    def failure(self, exc: duckdb.Error, doing: str) -> StoreError:
+        """The ``StoreError`` for a statement that failed while ``doing`` something."""
+        return self._failure(exc, doing)
 
     def _check_or_create(self) -> None:
         try:
@@ -136,12 +151,13 @@ class EventStore:
 
     # ------------------------------------------------------------ writing
 
-    def offsets(self) -> dict[str, tuple[int, int]]:
+    def offsets(self, spool: str | os.PathLike[str] | None = None) -> dict[str, tuple[int, int]]:
         """Spool file name (as stored) -> (byte offset, complete lines) read so far."""
-        return {s: (p.byte_offset, p.lines) for s, p in self.positions().items()}
+        return {s: (p.byte_offset, p.lines) for s, p in self.positions(spool).items()}
 
-    def positions(self) -> dict[str, SpoolPosition]:
-        """Spool file name (as stored) -> how far it was read, with the fingerprint there."""
+    def positions(self, spool: str | os.PathLike[str] | None = None) -> dict[str, SpoolPosition]:
+        """Spool file name (as stored) -> how far it was read, with the fingerprint there. The
+        local file serves one spool, so ``spool`` (which one, on a lake) is not needed here."""
         rows = self.con.execute(
             "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
         ).fetchall()
@@ -152,8 +168,11 @@ class EventStore:
         events: EventBatch,
         quarantined: Sequence[QuarantinedLine],
         positions: dict[str, SpoolPosition],
+        *,
+        spool: str | os.PathLike[str] | None = None,
     ) -> Committed:
-        """Commit one batch (``commits.commit``): events, new quarantined lines, positions."""
+        """Commit one batch (``commits.commit``): events, new quarantined lines, positions
+        (of files in ``spool``, the folder that a lake keys them by)."""
         try:
             return commit(self.con, events, quarantined, positions)
         except duckdb.Error as exc:

@@ -8,7 +8,8 @@ a fingerprint (the file's inode and a hash of the bytes just before it): a file 
 truncated and rewritten past its offset, is read again from the start. Only regular files
 directly in the spool folder are read (``spoolfiles``); a file that cannot be read now is
 skipped with a line in the result and tried again on the next pass. It is the single owner of
-the database while it runs; agents only ever append to the spool.
+a local database while it runs; on a lake it is one of many (one per host and spool), its
+offsets kept under its host and spool folder. Agents only ever append to the spool.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ class Projector:
 
     def pending_bytes(self) -> int:
         """Bytes of the spool not projected yet (from the listing: no file is opened)."""
-        positions = self.store.positions()
+        positions = self.store.positions(self.spool_dir)
         with SpoolDir(self.spool_dir).opened() as spool:
             entries, _skipped = spool.listing()
         total = 0
@@ -183,7 +184,7 @@ class Projector:
 
     def _plan(self, spool: SpoolDir) -> tuple[list[_Job], dict[str, str]]:
         """The files with bytes to read and where to start; {source: why} for files skipped."""
-        positions = self.store.positions()
+        positions = self.store.positions(self.spool_dir)
         entries, skipped = spool.listing()
         jobs = []
         for entry in entries:
@@ -319,7 +320,9 @@ class Projector:
         """Events, quarantined lines and the new position of one chunk, in one transaction."""
         entry = parsed.entry
         position = SpoolPosition(parsed.end, parsed.end_line, entry.inode, parsed.tail_sha256)
-        done = self.store.commit_batch(parsed.batch, parsed.bad, {entry.source: position})
+        done = self.store.commit_batch(
+            parsed.batch, parsed.bad, {entry.source: position}, spool=self.spool_dir
+        )
         return IngestResult(
             lines=parsed.end_line - parsed.lines_before,
             new_events=done.events,

@@ -6,7 +6,8 @@ Replacing one job's rows for some sessions, their stamps, and dropping the rows 
 are gone happen in ONE transaction, so a reader never sees half a refresh; a transaction that
 fails says why (a full disk is told from the disk, never hidden behind its rollback). This
 mixin runs SQL through an open ``EventStore``'s connection; it computes nothing and decides
-nothing about staleness (``analytics.queries.materialize`` does).
+nothing about staleness (``analytics.queries.materialize`` does). On a lake, where several
+readers may refresh at once, a refresh that lost a commit conflict is run again whole.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import polars as pl
 
 from analytics.errors import StoreError
 from analytics.store import EventStore
-from analytics.store.diagnosis import failure
+from analytics.store.commits import retry_conflicts
+from analytics.store.lake import LakeStore
 
 JOB_TABLE = re.compile(r"job_[a-z][a-z0-9_]*")
 """What a job table's name must match (it is written into SQL)."""
@@ -36,8 +38,10 @@ class JobResults:
     """Materialised job results of one open, writable ``EventStore`` (see the module doc)."""
 
     def __init__(self, store: EventStore) -> None:
+        self.store = store
         self.con: Any = store.con
         self.path = store.path
+        self.lake = isinstance(store, LakeStore)
 
     def job_stamps(self, job: str) -> pl.DataFrame:
         """session_id, version, watermark of every session ``job`` has results for."""
@@ -66,31 +70,36 @@ class JobResults:
             if not JOB_TABLE.fullmatch(table):
                 raise ValueError(f"{table!r} is not a job table name (job_<name>)")
         sessions = [*stamps.get_column("session_id").to_list(), *gone]
+
+        def attempt() -> None:
+            try:
+                self.con.execute("BEGIN TRANSACTION")
+                self.con.execute(STAMPS_DDL)
+                for table, frame in results.items():
+                    self._replace_rows(table, frame, sessions, reset=reset)
+                for table in set(tables) - set(results):
+                    if sessions and self._exists(table):
+                        self.con.execute(
+                            f"DELETE FROM {table} WHERE session_id IN (SELECT unnest(?))",
+                            [sessions],
+                        )
+                self._stamp(job, version, stamps, sessions, reset=reset)
+                self.con.execute("COMMIT")
+            except BaseException:
+                # a failed COMMIT has ended the transaction already: its ROLLBACK would raise
+                # "no transaction is active" and hide why the COMMIT failed (a full disk)
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute("ROLLBACK")
+                raise
+
         try:
-            self.con.execute("BEGIN TRANSACTION")
-            self.con.execute(STAMPS_DDL)
-            for table, frame in results.items():
-                self._replace_rows(table, frame, sessions, reset=reset)
-            for table in set(tables) - set(results):
-                if sessions and self._exists(table):
-                    self.con.execute(
-                        f"DELETE FROM {table} WHERE session_id IN (SELECT unnest(?))", [sessions]
-                    )
-            self._stamp(job, version, stamps, sessions, reset=reset)
-            self.con.execute("COMMIT")
+            # on a lake, another reader refreshing the same job may commit first: run again
+            retry_conflicts(attempt) if self.lake else attempt()
         except duckdb.Error as exc:
-            # a failed COMMIT has ended the transaction already: its ROLLBACK would raise
-            # "no transaction is active" and hide why the COMMIT failed (a full disk)
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
-            raise failure(
-                self.path, exc, f"storing the results of job {job!r}", read_only=False
-            ) from exc
+            raise self.store.failure(exc, f"storing the results of job {job!r}") from exc
         except Exception as exc:
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
             raise StoreError(
-                f"could not store the results of job {job!r}: {exc}", str(self.path)
+                f"could not store the results of job {job!r}: {exc}", self.store.location()
             ) from exc
 
     def _exists(self, table: str) -> bool:

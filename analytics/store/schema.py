@@ -15,6 +15,7 @@ import duckdb
 
 from analytics.errors import StoreIncompleteError, StoreVersionError
 from analytics.store.files import REBUILD
+from analytics.store.lake_sql import LAKE_BASE_DDL, LAKE_FIRST_ROWS, LAKE_PROJECTION_DDL
 from analytics.store.sql import BASE_DDL, PROJECTION_DDL
 
 STORE_SCHEMA_VERSION = 4
@@ -22,9 +23,12 @@ STORE_SCHEMA_VERSION = 4
 DB_NAME = "compactlens.duckdb"
 
 
-def main_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+def main_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> set[str]:
+    """The tables of the store (of ``catalog``, when several databases are attached)."""
+    where = "table_schema = 'main'" + (" AND table_catalog = ?" if catalog else "")
     rows = con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        f"SELECT table_name FROM information_schema.tables WHERE {where}",
+        [catalog] if catalog else [],
     ).fetchall()
     return {str(r[0]) for r in rows}
 
@@ -53,13 +57,17 @@ def check_schema(path: Path, version: str | None) -> None:
         )
 
 
-def create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Every table and the meta rows in one transaction, schema_version last."""
+def create_schema(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> None:
+    """Every table and the meta rows in one transaction, schema_version last (a lake's
+    tables without keys, see ``lake_sql``)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(BASE_DDL + PROJECTION_DDL)
-        for row in _meta_rows():
-            con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", row)
+        if lake:
+            con.execute(LAKE_BASE_DDL + LAKE_PROJECTION_DDL + ";" + LAKE_FIRST_ROWS)
+        else:
+            con.execute(BASE_DDL + PROJECTION_DDL)
+        for row in _meta_rows("ducklake" if lake else "duckdb"):
+            con.execute(f"INSERT {'' if lake else 'OR REPLACE '}INTO meta VALUES (?, ?)", row)
         con.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(duckdb.Error):
@@ -67,7 +75,7 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
         raise
 
 
-def _meta_rows() -> list[tuple[str, str]]:
+def _meta_rows(engine: str) -> list[tuple[str, str]]:
     from importlib import metadata
 
     try:
@@ -75,7 +83,7 @@ def _meta_rows() -> list[tuple[str, str]]:
     except metadata.PackageNotFoundError:
         lib = "0+unknown"
     return [
-        ("engine", "duckdb"),
+        ("engine", engine),
         ("engine_version", duckdb.__version__),
         ("library_version", lib),
         ("created_at", dt.datetime.now(dt.UTC).isoformat()),

@@ -1,0 +1,210 @@
+"""The store as a DuckLake: catalog in PostgreSQL, data as Parquet, many writers and readers.
+
+``LakeStore`` is an ``EventStore`` whose connection is an in-memory DuckDB with the lake
+attached and in use, so every table, projection, query and job reads and writes the same names
+as on the local file. It holds no owner lock: any number of projectors (one per host and spool)
+and readers work at once, every commit serialised by ``lake_sql.SERIALISE`` and retried on a
+DuckLake conflict (``commits.commit_to_lake``); offsets are keyed by (host, spool folder,
+file). Small commits are inlined into the catalog (up to ``INLINE_ROWS`` rows per table) and
+``checkpoint`` runs DuckLake's own maintenance (flush inlined rows, merge adjacent files,
+expire snapshots, delete old files). The DuckLake and PostgreSQL extensions come from their
+PyPI wheels; nothing is downloaded. It does not read spool files (the projector does).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+
+from analytics.errors import StoreError
+from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
+from analytics.store.commits import Committed, Origin, commit, reproject, retry_conflicts
+from analytics.store.diagnosis import first_line
+from analytics.store.eventstore import EventStore
+from analytics.store.files import PRIVATE_UMASK
+from analytics.store.location import Lake
+from analytics.store.schema import check_schema, create_schema, main_tables, schema_row
+
+CATALOG = "lake"
+"""The name the lake is attached under (and made the default catalog)."""
+INLINE_ROWS = 1000
+"""A commit of at most this many rows into a table keeps them in the catalog (no Parquet file);
+``checkpoint`` writes them out together."""
+EXTENSIONS = (
+    ("duckdb_extension_ducklake", "ducklake"),
+    ("duckdb_extension_postgres_scanner", "postgres_scanner"),
+)
+"""The wheels (package, extension name) that ship the extensions for this DuckDB."""
+
+
+def extension_file(package: str, name: str) -> Path:
+    """The ``.duckdb_extension`` file the wheel ``package`` installed for this DuckDB."""
+    try:
+        root = importlib.resources.files(package)
+    except ModuleNotFoundError:
+        root = None
+    wheel = package.replace("_", "-")
+    found = (
+        root / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        if root
+        else None
+    )
+    if found is None or not found.is_file():
+        raise StoreError(
+            f"the DuckDB extension {name!r} for DuckDB {duckdb.__version__} is not installed: "
+            f"`pip install '{wheel}=={duckdb.__version__}'` (no download happens at run time)",
+            name,
+        )
+    return Path(str(found))
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
+    for package, name in EXTENSIONS:
+        path = extension_file(package, name)
+        con.execute(f"INSTALL '{_sql_str(str(path))}'; LOAD {name}")
+
+
+def this_host() -> str:
+    return socket.gethostname() or "localhost"
+
+
+class LakeStore(EventStore):
+    """A DuckLake on PostgreSQL, opened by one of many processes (see the module doc)."""
+
+    def __init__(self, lake: Lake, *, read_only: bool = False, host: str | None = None) -> None:
+        self.lake = lake
+        self.path = lake.data_path
+        self.read_only = read_only
+        self.host = host or this_host()
+        self._private = not read_only
+        if self._private:  # the Parquet files are as private as the spool they come from
+            PRIVATE_UMASK.acquire()
+        try:
+            self.con = self._attach()
+            try:
+                retry_conflicts(self._check_or_create)
+            except BaseException:
+                self.con.close()
+                raise
+        except BaseException:
+            self._release()
+            raise
+
+    def _attach(self) -> duckdb.DuckDBPyConnection:
+        if not self.read_only:
+            try:
+                self.lake.data_path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the lake's data folder {self.lake.data_path}: "
+                    f"{exc.strerror or exc}; pass --lake-data DIR on a writable disk",
+                    str(self.lake.data_path),
+                ) from exc
+        con = duckdb.connect()
+        try:
+            load_extensions(con)
+            options = [f"DATA_PATH '{_sql_str(str(self.lake.data_path))}/'"]
+            options.append(
+                "READ_ONLY" if self.read_only else f"DATA_INLINING_ROW_LIMIT {INLINE_ROWS}"
+            )
+            con.execute(f"ATTACH '{_sql_str(self.lake.url)}' AS {CATALOG} ({', '.join(options)})")
+            con.execute(f"USE {CATALOG}")
+        except duckdb.Error as exc:
+            con.close()
+            raise StoreError(
+                f"cannot open the lake {self.lake}: {first_line(exc)}. Check that PostgreSQL "
+                "is running there and that the conninfo (dbname, host, port, user) is right",
+                str(self.lake),
+            ) from exc
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _check_or_create(self) -> None:
+        try:
+            tables = main_tables(self.con, CATALOG)
+            if not tables and not self.read_only:
+                create_schema(self.con, lake=True)
+                return
+            version = schema_row(self.con, tables)
+        except duckdb.TransactionException:
+            raise  # another process created it meanwhile: looked at again
+        except duckdb.Error as exc:
+            raise self._failure(exc, "reading the catalog") from exc
+        check_schema(Path(str(self.lake)), version)
+
+    def _release(self) -> None:
+        if self._private:
+            self._private = False
+            PRIVATE_UMASK.release()
+
+    def close(self) -> None:
+        try:
+            self.con.close()
+        finally:
+            self._release()
+
+    def _failure(self, exc: duckdb.Error, doing: str) -> StoreError:
+        return StoreError(
+            f"{doing} on the lake {self.lake} failed ({first_line(exc)}); nothing was "
+            "committed and the spool is untouched: fix the cause and try again",
+            str(self.lake),
+        )
+
+    def location(self) -> str:
+        return str(self.lake)
+
+    # ------------------------------------------------------------ writing
+
+    def positions(self, spool: str | os.PathLike[str] | None = None) -> dict[str, SpoolPosition]:
+        """This host's offsets in ``spool`` (every host's and folder's when None)."""
+        sql = "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
+        params: list[str] = []
+        if spool is not None:
+            sql += " WHERE host = ? AND spool = ?"
+            params = [self.host, _spool_key(spool)]
+        rows = self.con.execute(sql, params).fetchall()
+        return {r[0]: SpoolPosition(int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
+
+    def commit_batch(
+        self,
+        events: EventBatch,
+        quarantined: Sequence[QuarantinedLine],
+        positions: dict[str, SpoolPosition],
+        *,
+        spool: str | os.PathLike[str] | None = None,
+    ) -> Committed:
+        origin = Origin(self.host, _spool_key(spool) if spool is not None else "")
+        try:
+            return commit(self.con, events, quarantined, positions, origin=origin)
+        except duckdb.Error as exc:
+            raise self._failure(exc, "writing a batch") from exc
+
+    def checkpoint(self) -> None:
+        """DuckLake's maintenance: inlined rows written out, adjacent small files merged,
+        expired snapshots and the files only they used deleted (``CHECKPOINT`` on a lake)."""
+        try:
+            retry_conflicts(lambda: self.con.execute(f"CHECKPOINT {CATALOG}"))
+        except duckdb.Error as exc:
+            raise self._failure(exc, "maintenance (CHECKPOINT)") from exc
+
+    def rebuild_projections(self) -> None:
+        """Drop every projection and recompute it from the lake's events (every host's)."""
+        try:
+            retry_conflicts(lambda: reproject(self.con, lake=True))
+        except duckdb.Error as exc:
+            raise self._failure(exc, "rebuilding the projections") from exc
+
+
+def _spool_key(spool: str | os.PathLike[str]) -> str:
+    return str(Path(spool).resolve())
+
+
+def _sql_str(value: str) -> str:
+    return value.replace("'", "''")

@@ -1,0 +1,114 @@
+"""Where the store is: the local DuckDB file of a home, or a DuckLake with a PostgreSQL catalog.
+
+``store_location`` turns what the command line (or the app) was given, ``--store URL`` and
+``--lake-data DIR``, into a ``LocalFile`` or a ``Lake``; ``select``/``selected`` keep this
+process's choice, so that every command opens the same store through ``EventStore.for_home``.
+Nothing here reads the environment (the command line's common options do) or opens a database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from analytics.errors import StoreError
+
+LAKE_PREFIX = "ducklake:"
+POSTGRES_PREFIX = "ducklake:postgres:"
+LAKE_DATA_DIR = "lake"
+"""``<home>/lake``: where a lake's Parquet files go unless ``--lake-data`` says otherwise."""
+DB_FILE = "compactlens.duckdb"
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """The embedded default: one DuckDB file, one writer at a time."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A DuckLake: catalog in PostgreSQL (``conninfo``, libpq's key=value form), Parquet data
+    under ``data_path``; many writers and readers at once."""
+
+    conninfo: str
+    data_path: Path
+
+    @property
+    def url(self) -> str:
+        return POSTGRES_PREFIX + self.conninfo
+
+    def __str__(self) -> str:
+        """The URL with any password hidden (it goes into messages and logs)."""
+        return redact(self.url)
+
+
+StoreLocation = LocalFile | Lake
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What this process was told: ``--store`` and ``--lake-data`` (None: the defaults)."""
+
+    store: str | None = None
+    lake_data: Path | None = None
+
+
+_SELECTED = [Selection()]
+"""This process's selection (one for every thread: the app opens its store in a thread)."""
+
+
+def select(selection: Selection) -> None:
+    """Make ``selection`` this process's store for every ``EventStore.for_home`` after it."""
+    _SELECTED[0] = selection
+
+
+def selected() -> Selection:
+    return _SELECTED[0]
+
+
+def store_location(home: str | Path, selection: Selection | None = None) -> StoreLocation:
+    """The store of ``home`` under ``selection`` (default: this process's): the local file
+    ``<home>/compactlens.duckdb`` when no store was named, a path as given, or a lake."""
+    chosen = selection if selection is not None else selected()
+    root = Path(home)
+    url = (chosen.store or "").strip()
+    if not url:
+        return LocalFile(root / DB_FILE)
+    if not url.startswith(LAKE_PREFIX):
+        return LocalFile(Path(url).expanduser())
+    if not url.startswith(POSTGRES_PREFIX):
+        raise StoreError(_unsupported_catalog(url), redact(url))
+    conninfo = url[len(POSTGRES_PREFIX) :].strip()
+    if not conninfo:
+        raise StoreError(
+            f"--store {url!r} names no PostgreSQL database; write it as "
+            "'ducklake:postgres:dbname=NAME host=HOST port=PORT user=USER'",
+            url,
+        )
+    data = chosen.lake_data if chosen.lake_data is not None else root / LAKE_DATA_DIR
+    return Lake(conninfo, Path(data).expanduser().resolve())
+
+
+def _unsupported_catalog(url: str) -> str:
+    catalog = url[len(LAKE_PREFIX) :].split(":", 1)[0] or "(none)"
+    why = (
+        "DuckLake's SQLite catalog fails concurrent writers with 'database is locked' on "
+        "DuckDB 1.5 (DuckLake issue 1309), and a lake exists to be written by many hosts"
+        if catalog == "sqlite"
+        else "only PostgreSQL catalogs are supported"
+    )
+    return (
+        f"--store {redact(url)!r}: catalog {catalog!r} refused: {why}. Use "
+        "'ducklake:postgres:<libpq conninfo>', or no --store for the local file"
+    )
+
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(url: str) -> str:
+    """``url`` with the value of any ``password=`` replaced by ``***``."""
+    return _PASSWORD.sub(r"\1***", url)
