@@ -159,10 +159,11 @@ def estimate_moves(store: EventStore, session_id: str, share: float = 0.1) -> pl
     """The usage reports after which the session's estimate moved: the provider counted an
     input at least ``share`` of the window and a quarter of the estimate away from it, and the
     next turn's history estimate moved by at least half that gap the same way (a calibrated
-    estimator learning a hidden prompt; a correction of a few percent is no jump). One row each, in order: reported_turn (the turn the report is of), turn
-    (the next one, where the timeline jumps), estimated_tokens, raw_estimated_tokens (bytes/4),
-    input_tokens (the provider's count), tokens (the view sent at ``turn``), history_before,
-    history_after (the uncompacted history's estimate at the two turns)."""
+    estimator learning a hidden prompt; a correction of a few percent is no jump). One row
+    each, in order: reported_turn (the turn the report is of), turn (the next one, where the
+    timeline jumps), estimated_tokens, raw_estimated_tokens (bytes/4), input_tokens (the
+    provider's count), tokens (the view sent at ``turn``), history_before, history_after (the
+    uncompacted history's estimate at the two turns)."""
     return store.query(
         """WITH t AS (SELECT seq, turn, tokens, coalesce(history_tokens, tokens) AS history
                       FROM turns WHERE session_id = ?),

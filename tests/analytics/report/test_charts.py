@@ -111,7 +111,7 @@ def test_the_timeline_y_range_holds_the_highest_marker() -> None:
     low, high = fig.layout.yaxis.range
     drawn = [y for trace in fig.data if trace.mode == "markers" for y in trace.y]
     assert len(drawn) == markers.height  # every compaction listed is a marker
-    highest = max(markers.get_column("tokens_before").max(), turns.get_column("tokens").max())
+    highest = max(markers.get_column("tokens_before").to_list() + turns["tokens"].to_list())
     assert low <= 0 and high > highest  # and every marker is inside the plotted range
     assert all(low <= y < high for y in drawn)
 
@@ -167,4 +167,9 @@ def test_notes_are_drawn_as_arrows_at_their_turn() -> None:
     fig = timeline_figure(turns, markers, thresholds={}, window=16_000, notes=notes)
 
     (note,) = fig.layout.annotations[-1:]
-    assert (note.x, note.y, note.text, note.showarrow) == (2, 2_000, "provider counted 15,553", True)
+    assert (note.x, note.y, note.text, note.showarrow) == (
+        2,
+        2_000,
+        "provider counted 15,553",
+        True,
+    )
