@@ -27,7 +27,8 @@ from compactor.anchors import NA, Anchor, AnchorType, format_anchors
 from compactor.compaction_message import is_compaction_message
 from compactor.messages import Message, ToolCall
 from compactor.paths import add_path, add_text_paths
-from compactor.summarize import PreviousCompaction, SummaryResult
+from compactor.summarize import PreviousCompaction, SummaryResult, TokenUsage
+from compactor.tokens import estimate_tokens
 from compactor.tool_calls import (
     COMMAND_KEYS,
     HEAD_CHARS,
@@ -143,7 +144,13 @@ class _Findings:
 
 
 class ExtractiveSummarizer:
-    """Deterministic, offline ``Summarizer``: anchors and summary extracted from the messages."""
+    """Deterministic, offline ``Summarizer``: anchors and summary extracted from the messages.
+
+    Its ``usage`` is what an LLM summariser would have read and written, so a replay bills the
+    call as one: input ``estimate_tokens`` of the transcript plus the previous compaction's
+    rendered text, output the estimate of the text written. ``model`` says ``extractive``, so
+    nobody mistakes the figures for a real call's.
+    """
 
     model_name = MODEL_NAME
 
@@ -154,7 +161,21 @@ class ExtractiveSummarizer:
         anchors = _anchors(found, previous)
         summary = _summary(found, len(transcript), previous)
         text = f"{format_anchors(anchors)}\n## Summary\n{summary}\n"
-        return SummaryResult(text=text, usage=None, model=MODEL_NAME)
+        return SummaryResult(
+            text=text, usage=priced_as_llm(transcript, previous, text), model=MODEL_NAME
+        )
+
+
+def priced_as_llm(
+    transcript: Sequence[Message], previous: PreviousCompaction | None, text: str
+) -> TokenUsage:
+    """The tokens an LLM summariser would have read (``transcript`` and ``previous`` rendered)
+    and written (``text``), by ``estimate_tokens``."""
+    read = estimate_tokens(transcript)
+    if previous is not None:
+        read += estimate_tokens([Message(role="user", content=previous.render())])
+    wrote = estimate_tokens([Message(role="assistant", content=text)])
+    return TokenUsage(input_tokens=read, output_tokens=wrote)
 
 
 # ---------------------------------------------------------------- the single pass

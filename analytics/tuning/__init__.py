@@ -9,6 +9,7 @@ figures on held-back ones. The CLI (``compactlens tune``) prints what ``run_tune
 """
 
 from analytics.tuning.execution import evaluate, open_backend
+from analytics.tuning.folds import FileSplit, SessionSource, split_by_file
 from analytics.tuning.lab import (
     TuneProgress,
     TuneProgressCallback,
@@ -18,7 +19,7 @@ from analytics.tuning.lab import (
 from analytics.tuning.metrics import SessionMetrics, measure, totals
 from analytics.tuning.output import STRATEGY_KEYS, tune_json
 from analytics.tuning.pareto import pareto_front
-from analytics.tuning.recommend import Recommendation, split_sessions
+from analytics.tuning.recommend import Recommendation
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
 from analytics.tuning.runlog import TuningFrames, load_runs
 from analytics.tuning.specs import (
@@ -41,12 +42,14 @@ __all__ = [
     "DEFAULT_GRID",
     "STRATEGY_KEYS",
     "STRATEGY_KINDS",
+    "FileSplit",
     "NoCompaction",
     "ObservationMasking",
     "OpenHandsCondenser",
     "ProgressiveStrategy",
     "Recommendation",
     "SessionMetrics",
+    "SessionSource",
     "Strategy",
     "StrategyResult",
     "StrategySpec",
@@ -65,7 +68,7 @@ __all__ = [
     "pareto_front",
     "rival_specs",
     "run_tune",
-    "split_sessions",
+    "split_by_file",
     "totals",
     "tune_json",
 ]

@@ -1,10 +1,11 @@
 """``run_tune``: the tuning lab end to end, and ``tune_json`` (SPEC 5.3 ``tune --json``).
 
-Imports the sessions, splits them into tuning and held-back sessions, evaluates the rivals and
-the grid (then the Optuna search) on every session through a backend, logging each trial as it
-finishes, and recommends a configuration chosen on the tuning sessions; the figures reported
-(the table, the Pareto front) are those on the held-back sessions. Printing is the CLI's job:
-progress goes through a callback.
+Imports the sessions, splits them by transcript file into tuning folds and held-back files
+(``analytics.tuning.folds``), evaluates the rivals and the grid (then the Optuna search) on every
+session through a backend, logging each trial as it finishes, and recommends a configuration
+chosen on the tuning folds; the figures reported (the table, the Pareto front) are those on the
+held-back sessions, with the spread of the recommendation across the folds. Printing is the
+CLI's job: progress goes through a callback.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, ImportIssue, import_path
 from analytics.jobs.prices import PriceProfile, profile_name_for_model
 from analytics.tuning.execution import Backend, Task, open_backend
+from analytics.tuning.folds import FileSplit, SessionSource, fold_spread, split_by_file
 from analytics.tuning.metrics import SessionMetrics
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import (
@@ -32,7 +34,6 @@ from analytics.tuning.recommend import (
     model_profiles,
     profile_warnings,
     recommend,
-    split_sessions,
 )
 from analytics.tuning.runlog import RunLog, TrialRecord, new_header, run_path
 from analytics.tuning.search import optuna_search
@@ -100,6 +101,8 @@ class TuneReport:
     """The profile every session was priced under, or None (each session's model's)."""
     held_back_files: list[str] = field(default_factory=list)
     """The transcript files of the held-back sessions."""
+    folds: dict[str, Any] | None = None
+    """The recommendation's k-fold cross-validation (``folds.fold_spread``), or None."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
@@ -291,7 +294,10 @@ def run_tune(
     if not sessions:
         raise AnalyticsError(f"no session with a model turn in {[str(p) for p in paths]}")
     ids = [s.session_id for s in sessions]
-    tune_ids, held_ids = split_sessions(ids)
+    split = split_by_file(
+        [SessionSource(s.session_id, s.source_path, s.parent_session_id) for s in sessions]
+    )
+    tune_ids, held_ids = split.tune, split.held
     chosen_objective = objective or _default_objective(sessions, price_profile)
     pricing = price_profile.model_dump_json() if price_profile else "by-model"
     specs_planned = [spec for _k, spec in tasks]
@@ -322,9 +328,7 @@ def run_tune(
         runner.close()
     specs = dict(tasks + searched)
     results = {key: (spec, log.done[key].metrics) for key, spec in specs.items()}
-    report = _report(
-        results, run_id, window, home_path, log.path, tune_ids, held_ids, chosen_objective
-    )
+    report = _report(results, run_id, window, home_path, log.path, split, chosen_objective)
     report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
     report.price_profile = price_profile.name if price_profile else None
     held = set(held_ids)
@@ -349,10 +353,10 @@ def _report(
     window: int,
     home: Path,
     path: Path,
-    tune_ids: list[str],
-    held_ids: list[str],
+    split: FileSplit,
     objective: str = "tokens",
 ) -> TuneReport:
+    tune_ids, held_ids = split.tune, split.held
     table = figures_table(results, set(held_ids), window)
     progressive = {k: v for k, v in results.items() if v[0].kind == "progressive"}
     folder = home / "tuning"
@@ -360,6 +364,7 @@ def _report(
     tune, held = set(tune_ids), set(held_ids)
     chosen = recommend(progressive, tune, held, window, rec_path, objective=objective)
     profiles = model_profiles(progressive, tune, held, window, folder, run_id, objective)
+    folds = fold_spread(progressive, split, chosen.key, window, objective) if chosen else None
     return TuneReport(
         run_id=run_id,
         window=window,
@@ -374,4 +379,5 @@ def _report(
         recommended=chosen,
         profiles=profiles,
         objective=objective,
+        folds=folds,
     )

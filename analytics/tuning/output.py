@@ -2,7 +2,8 @@
 
 Every strategy's figures on the held-back sessions (cost and the cache split beside the tokens
 billed), the Pareto front, the objective and the recommendation rule in words, the
-recommended configuration with its TOML path and the held-back transcript files, and each
+recommended configuration with its TOML path, the held-back transcript files and its spread
+across the tuning folds (each fold's figures, min/median/max of the objective), and each
 per-model profile. Nothing here replays or writes.
 """
 
@@ -54,6 +55,7 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         **_recommendation(report.recommended),
         "held_back_sessions": report.held_back_files,
         "rule": rule_words(report.objective),
+        "folds": report.folds,
     }
     profiles = [
         {"model": p.model, "sessions": p.tune.get("sessions"), **_recommendation(p)}

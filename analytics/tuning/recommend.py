@@ -1,11 +1,11 @@
 """Cross-validated recommendation: choose on the tuning sessions, report on the held-back ones.
 
-Sessions are split by a hash of their id (about 30% held back; stable across runs and machines).
+Sessions are split by transcript file (``analytics.tuning.folds``; about 30% held back).
 Among the progressive trials feasible on the tuning sessions (no turn over the window, no
 violation), the recommendation is the one billing the fewest tokens whose artifact retention is
 within ``RETENTION_SLACK`` of the best feasible retention. It is written as a TOML file of
-``CompactorConfig`` fields (what ``--config`` and ``CompactorConfig`` load); tool-time offload,
-which is not a config field, is stated in its header comment. A profile per model is chosen the
+``CompactorConfig`` fields (what ``--config`` and ``CompactorConfig`` load), tool-time offload
+included (``tool_offload_threshold``). A profile per model is chosen the
 same way on each model's own tuning sessions when enough sessions name that model.
 """
 
@@ -32,24 +32,6 @@ MIN_PROFILE_SESSIONS = 5
 """A model needs this many tuning sessions for a profile of its own."""
 FEW_PROFILE_SESSIONS = 20
 """A profile chosen on fewer tuning sessions than this is a hint, and is said to be one."""
-
-
-def split_sessions(session_ids: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(tuning ids, held-back ids) by a hash of each id; both non-empty when there are >= 2
-    (a single session is both)."""
-
-    def bucket(sid: str) -> float:
-        return int(hashlib.sha256(sid.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-
-    if len(session_ids) < 2:
-        return list(session_ids), list(session_ids)
-    held = [s for s in session_ids if bucket(s) < HELD_BACK_SHARE]
-    tune = [s for s in session_ids if bucket(s) >= HELD_BACK_SHARE]
-    if not held:
-        held, tune = tune[-1:], tune[:-1]
-    if not tune:
-        tune, held = held[:1], held[1:]
-    return tune, held
 
 
 def figures_table(
@@ -103,15 +85,11 @@ class Recommendation:
 
 
 def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
-    """The spec's ``CompactorConfig`` as TOML (loadable by ``--config``), with ``note`` and
-    the tool-time offload setting as comments."""
+    """The spec's ``CompactorConfig`` as TOML (loadable by ``--config``; tool-time offload is
+    its ``tool_offload_threshold``, omitted when off), with ``note`` as a comment."""
     config = spec.config or CompactorConfig()
     path.parent.mkdir(parents=True, exist_ok=True)
-    hook = "on" if spec.tool_time_offload else "off"
-    header = (
-        f"# compactlens tune: {note}\n"
-        f"# tool-time offload (OffloadHook with offload_threshold): {hook}\n"
-    )
+    header = f"# compactlens tune: {note}\n"
     body = tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))  # TOML has no null
     path.write_text(header + body, encoding="utf-8")
     return path

@@ -39,7 +39,7 @@ def spec_for_trial(trial: optuna.trial.Trial) -> StrategySpec:
         "warn": round(full - soft_gap - warn_gap, 3),
         "min_tail_messages": trial.suggest_int("min_tail_messages", 2, 12),
         "offload_threshold": trial.suggest_int("offload_threshold", 500, 16000, log=True),
-        "tool_time_offload": trial.suggest_categorical("tool_time_offload", [False, True]),
+        "tool_offload_threshold": trial.suggest_categorical("tool_offload_threshold", [None, 4000]),
     }
     return progressive_spec(values)
 

@@ -2,7 +2,8 @@
 
 A ``StrategySpec`` names a strategy kind and its parameters, builds the strategy in whichever
 process runs it, and is what the run log stores. ``default_grid`` spans the progressive
-compactor's thresholds, minimum tail, offload threshold and tool-time offload; ``load_grid``
+compactor's thresholds, minimum tail, offload threshold and tool-time offload (all of them
+``CompactorConfig`` fields, so a spec's config alone reproduces its run); ``load_grid``
 reads the same shape from a TOML or JSON file (``--grid``) and ``validate_grid`` checks any grid
 with pydantic, strictly (a ``"no"`` is not a bool, a ``true`` not a number, NaN not a ratio);
 ``count_configs`` sizes a grid before anything is built and ``plan_grid`` builds its valid
@@ -50,7 +51,7 @@ DEFAULT_GRID: dict[str, list[Any]] = {
     "full": [0.85, 0.9],
     "min_tail_messages": [4, 8],
     "offload_threshold": [1000, 4000],
-    "tool_time_offload": [False, True],
+    "tool_offload_threshold": [None, 4000],
 }
 """The default grid: 64 configurations (each list crossed with every other)."""
 
@@ -62,13 +63,12 @@ class StrategySpec(BaseModel):
 
     kind: StrategyKind
     config: CompactorConfig | None = None
-    tool_time_offload: bool = False
     params: dict[str, float] = {}
 
     def build(self) -> Strategy:
         p = self.params
         if self.kind == "progressive":
-            return ProgressiveStrategy(self.config or CompactorConfig(), self.tool_time_offload)
+            return ProgressiveStrategy(self.config or CompactorConfig())
         if self.kind == "masking":
             return ObservationMasking(m=int(p.get("m", 10)))
         if self.kind == "threshold":
@@ -84,8 +84,7 @@ class StrategySpec(BaseModel):
     def settings(self) -> dict[str, Any]:
         """The spec as the ``config`` of ``tune --json``."""
         if self.kind == "progressive":
-            config = (self.config or CompactorConfig()).model_dump(mode="json")
-            return {**config, "tool_time_offload": self.tool_time_offload}
+            return (self.config or CompactorConfig()).model_dump(mode="json")
         return dict(self.params)
 
 
@@ -102,21 +101,19 @@ def rival_specs(kinds: Sequence[str] = STRATEGY_KINDS) -> list[StrategySpec]:
 
 
 def progressive_spec(values: Mapping[str, Any]) -> StrategySpec:
-    """A progressive spec from config fields plus ``tool_time_offload``.
+    """A progressive spec from config fields.
 
     ``fallback_target`` defaults to the smaller of 0.5 and 80% of ``warn`` (it must stay below
     ``warn``). Raises ``ValueError`` for an invalid combination.
     """
-    fields = {k: v for k, v in values.items() if k != "tool_time_offload"}
+    fields = dict(values)
     if "fallback_target" not in fields and "warn" in fields:
         fields["fallback_target"] = round(min(0.5, 0.8 * float(fields["warn"])), 4)
     try:
         config = CompactorConfig.model_validate(fields)
     except ValidationError as exc:
         raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
-    return StrategySpec(
-        kind="progressive", config=config, tool_time_offload=bool(values.get("tool_time_offload"))
-    )
+    return StrategySpec(kind="progressive", config=config)
 
 
 class GridError(ValueError):
@@ -124,8 +121,11 @@ class GridError(ValueError):
     of range, an empty list, no valid combination, or more configurations than allowed."""
 
 
-GRID_FIELDS = (*CompactorConfig.model_fields, "tool_time_offload")
-"""The keys a grid may have: every ``CompactorConfig`` field, and ``tool_time_offload``."""
+GRID_FIELDS = tuple(CompactorConfig.model_fields)
+"""The keys a grid may have: every ``CompactorConfig`` field (tool-time offload is
+``tool_offload_threshold``, None for off)."""
+OFFLOAD_OFF_FIELD = "tool_offload_threshold"
+"""The one grid field whose ``false`` means None (tool-time offload off)."""
 MAX_TRIALS = 500
 """How many trials (grid configurations plus Optuna trials) a run plans unless told more."""
 
@@ -133,8 +133,6 @@ MAX_TRIALS = 500
 def _value_type(name: str) -> Any:
     """One value of grid field ``name``: the config field's type and bounds, strict (no string
     for a number or a bool, no bool for a number) and finite."""
-    if name == "tool_time_offload":
-        return Annotated[bool, Strict()]
     info = CompactorConfig.model_fields[name]
     finite = [AllowInfNan(False)] if info.annotation is float else []
     return Annotated[info.annotation, Strict(), *finite, *info.metadata]
@@ -164,17 +162,28 @@ def validate_grid(data: Mapping[str, Any], source: str = "the grid") -> dict[str
     unknown = sorted(set(data) - set(GRID_FIELDS))
     if unknown:
         raise GridError(
-            f"{source}: unknown field(s) {unknown}; use CompactorConfig fields or tool_time_offload"
+            f"{source}: unknown field(s) {unknown}; use CompactorConfig fields (tool-time "
+            "offload is tool_offload_threshold)"
         )
     try:
-        checked = GridModel.model_validate(dict(data))
+        checked = GridModel.model_validate(_offload_off(data))
     except ValidationError as exc:
         problems = [_problem(error, data) for error in exc.errors()[:3]]
         raise GridError(
             f"{source}: {'; '.join(problems)}; give each field a list of values of its type, "
-            "e.g. warn = [0.5, 0.6], min_tail_messages = [4, 8], tool_time_offload = [false, true]"
+            "e.g. warn = [0.5, 0.6], min_tail_messages = [4, 8], tool_offload_threshold = [4000]"
         ) from None
     return {k: list(v) for k, v in checked.model_dump(exclude_none=True).items()}
+
+
+def _offload_off(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with ``tool_offload_threshold = false`` read as None (off): TOML has no null."""
+    out = dict(data)
+    values = out.get(OFFLOAD_OFF_FIELD)
+    if values is False or isinstance(values, list):
+        listed = values if isinstance(values, list) else [values]
+        out[OFFLOAD_OFF_FIELD] = [None if v is False else v for v in listed]
+    return out
 
 
 def _problem(error: Any, data: Mapping[str, Any]) -> str:
@@ -232,9 +241,9 @@ def grid_specs(grid: Mapping[str, Sequence[Any]]) -> list[StrategySpec]:
 
 
 def load_grid(path: Path) -> dict[str, list[Any]]:
-    """A grid from TOML (``.toml``) or JSON: each key a ``CompactorConfig`` field or
-    ``tool_time_offload``, each value a list (a scalar is a one-value list). Keys absent from
-    the file keep the default grid's values. Raises ``GridError`` (a ``ValueError``) naming the
+    """A grid from TOML (``.toml``) or JSON: each key a ``CompactorConfig`` field, each value a
+    list (a scalar is a one-value list; ``tool_offload_threshold = false`` is off). Keys absent
+    from the file keep the default grid's values. Raises ``GridError`` (a ``ValueError``) naming the
     file, the field and the value."""
     try:
         text = path.read_text(encoding="utf-8")

@@ -28,7 +28,6 @@ from compactor import (
     CompactorConfig,
     ExtractiveSummarizer,
     Message,
-    OffloadHook,
     PreviousCompaction,
     ProgressiveCompactor,
     Summarizer,
@@ -53,7 +52,7 @@ class StrategyResult:
     """Every view of one session under one strategy, and what its summariser cost."""
 
     history: list[Message]
-    """The messages as the strategy appended them (after tool-time offload, if any)."""
+    """The session's messages after the system message, as the transcript has them."""
     system: Message | None
     turns: list[TurnView] = field(default_factory=list)
     summarizer_input_tokens: int = 0
@@ -73,11 +72,13 @@ class Strategy(Protocol):
 
 
 class MeteredSummarizer:
-    """The ``ExtractiveSummarizer``, reporting what an LLM summariser would have read and written.
+    """A summariser counting what an LLM summariser would have read and written.
 
-    Input tokens: the transcript plus the previous compaction it merges into; output tokens: the
-    text written; both with ``estimate_tokens``, so every strategy's summaries cost the same.
-    ``inner`` replaces the extractive summariser (tests use a fixed text).
+    The ``ExtractiveSummarizer`` reports those figures as its own usage (input: the transcript
+    plus the previous compaction it merges into; output: the text written; both with
+    ``estimate_tokens``), and they are counted as reported, so a replay's records bill what the
+    lab bills; for an ``inner`` that reports none (tests use a fixed text) the same estimate is
+    made here, so every strategy's summaries cost the same.
     """
 
     def __init__(self, inner: Summarizer | None = None) -> None:
@@ -89,13 +90,15 @@ class MeteredSummarizer:
         self, transcript: list[Message], previous: PreviousCompaction | None
     ) -> SummaryResult:
         result = self._inner.summarize(transcript, previous)
-        read = estimate_tokens(transcript)
-        if previous is not None:
-            read += estimate_tokens([Message(role="user", content=previous.render())])
-        wrote = estimate_tokens([Message(role="assistant", content=result.text)])
-        self.input_tokens += read
-        self.output_tokens += wrote
-        usage = TokenUsage(input_tokens=read, output_tokens=wrote)
+        usage = result.usage
+        if usage is None:
+            read = estimate_tokens(transcript)
+            if previous is not None:
+                read += estimate_tokens([Message(role="user", content=previous.render())])
+            wrote = estimate_tokens([Message(role="assistant", content=result.text)])
+            usage = TokenUsage(input_tokens=read, output_tokens=wrote)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
         return SummaryResult(text=result.text, usage=usage, model=result.model)
 
 
@@ -230,17 +233,16 @@ _NAMED_FIELDS = {"warn", "soft", "full", "min_tail_messages", "offload_threshold
 class ProgressiveStrategy:
     """The ``ProgressiveCompactor`` with ``config`` through ``CompactionSession``.
 
-    With ``tool_time_offload`` every tool result goes through an ``OffloadHook`` as it is
-    appended, with the config's ``offload_threshold``, ``preview_lines`` and ``preview_chars``.
+    Tool-time offload is the config's ``tool_offload_threshold``: the session offloads each
+    tool result above it as it is appended, as a live agent's session would (``history`` keeps
+    the messages as the transcript has them; the views hold the placeholders).
     """
 
     config: CompactorConfig
-    tool_time_offload: bool = False
 
     @property
     def name(self) -> str:
         c = self.config
-        hook = " +hook" if self.tool_time_offload else ""
         # every other field that differs from the defaults is named too: the name is the
         # trial's key, so two configs must never share one
         defaults = CompactorConfig().model_dump()
@@ -254,16 +256,14 @@ class ProgressiveStrategy:
         )
         return (
             f"progressive w{c.warn:g} s{c.soft:g} f{c.full:g} tail{c.min_tail_messages} "
-            f"off{c.offload_threshold}{hook}{extras}"
+            f"off{c.offload_threshold}{extras}"
         )
 
     def run(self, session: ImportedSession, window: int) -> StrategyResult:
-        system, _ = split_system(session)
+        system, history = split_system(session)
+        result = StrategyResult(history=history, system=system)
+        summarizer = MeteredSummarizer()
         with tempfile.TemporaryDirectory(prefix="compactlens-tune-", dir=scratch_dir()) as work_dir:
-            messages = self._appended(session, work_dir)
-            history = messages[1:] if system is not None else messages
-            result = StrategyResult(history=history, system=system)
-            summarizer = MeteredSummarizer()
             compactor = ProgressiveCompactor(
                 summarizer,
                 window,
@@ -278,25 +278,7 @@ class ProgressiveStrategy:
                 if record.effective and record.summarizer is not None and record.anchors:
                     result.summaries.append(list(record.anchors))
 
-            imported = session.model_copy(update={"messages": messages})
-            replay_session(imported, compactor, session_id="tune", on_view=on_view, calibrate=False)
+            replay_session(session, compactor, session_id="tune", on_view=on_view, calibrate=False)
         result.summarizer_input_tokens = summarizer.input_tokens
         result.summarizer_output_tokens = summarizer.output_tokens
         return result
-
-    def _appended(self, session: ImportedSession, work_dir: str) -> list[Message]:
-        if not self.tool_time_offload:
-            return list(session.messages)
-        c = self.config
-        hook = OffloadHook(
-            work_dir,
-            "tune",
-            threshold=c.offload_threshold,
-            preview_lines=c.preview_lines,
-            preview_chars=c.preview_chars,
-        )
-        names = {tc.id: tc.name for m in session.messages for tc in m.tool_calls}
-        return [
-            hook(m, tool_name=names.get(m.tool_call_id or "", "")) if m.is_tool_result else m
-            for m in session.messages
-        ]

@@ -65,7 +65,7 @@ def test_output_parses_to_five_anchors() -> None:
     anchors, summary = parse_anchors_and_summary(result.text)
 
     assert result.model == "extractive"
-    assert result.usage is None
+    assert result.usage is not None  # what an LLM would have read and written
     assert [a.type for a in anchors] == list(AnchorType)
     assert not any(a.is_na for a in anchors)
     assert result.text.startswith("## Anchors")
@@ -516,3 +516,32 @@ def test_real_mini_swe_agent_transcript() -> None:
     assert not anchors[AnchorType.EXECUTION_PROGRESS].is_na
     assert not anchors[AnchorType.TRIED_SOLUTION].is_na
     assert any("ModuleNotFoundError" in t for t in anchors[AnchorType.TRIED_SOLUTION].items)
+
+
+def test_the_usage_is_what_an_llm_summariser_would_have_read_and_written() -> None:
+    """Input: the transcript's estimate plus the previous compaction's rendered text; output:
+    the estimate of the text written (bytes // 4 each); the model says ``extractive``."""
+    transcript = [
+        Message(role="user", content="fix the flaky test in tests/test_io.py" * 3),
+        *exchange("c1", call("c1", "bash", command="pytest -x"), "1 failed" * 20),
+    ]
+    previous = PreviousCompaction(
+        anchors=[Anchor(type=AnchorType.USER_INTENT, items=["fix the test"])], summary="s" * 400
+    )
+    rendered = previous.render().encode()
+    transcript_bytes = sum(
+        len(m.content.encode())
+        + sum(len(f"{tc.id}{tc.name}{tc.arguments}".encode()) for tc in m.tool_calls)
+        + len((m.tool_call_id or "").encode())
+        for m in transcript
+    )
+
+    first = ExtractiveSummarizer().summarize(transcript, None)
+    merged = ExtractiveSummarizer().summarize(transcript, previous)
+
+    assert first.model == "extractive"
+    assert first.usage is not None and merged.usage is not None
+    assert first.usage.input_tokens == transcript_bytes // 4
+    assert first.usage.output_tokens == len(first.text.encode()) // 4 > 0
+    assert merged.usage.input_tokens == transcript_bytes // 4 + len(rendered) // 4
+    assert merged.usage.output_tokens == len(merged.text.encode()) // 4

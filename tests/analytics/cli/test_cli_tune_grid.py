@@ -68,7 +68,7 @@ def _refused(done: Result, *expected: str) -> str:
         ("nan.toml", "full = [nan]\n", ("full", "nan")),
         ("negative.toml", "offload_threshold = [-100]\n", ("offload_threshold", "-100")),
         ("empty.toml", "warn = []\n", ("warn", "[]")),
-        ("no-is-not-false.toml", 'tool_time_offload = ["no"]\n', ("tool_time_offload", "'no'")),
+        ("no-is-not-off.toml", 'tool_offload_threshold = ["no"]\n', ("tool_offload_threshold", "'no'")),
         ("true-is-not-1.json", '{"min_tail_messages": [true]}', ("min_tail_messages", "True")),
         ("string-number.toml", 'warn = "0.5"\n', ("warn", "'0.5'")),
     ],
@@ -95,7 +95,7 @@ def test_grid_combinations_that_are_not_valid_configs_are_counted_not_hidden(
     transcript: Path, tmp_path: Path
 ) -> None:
     text = "warn = [0.5, 0.75]\nsoft = [0.7]\nfull = [0.85]\nmin_tail_messages = [4]\n"
-    text += "offload_threshold = [1000]\ntool_time_offload = [false]\n"
+    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\n"
     done = _tune(transcript, _grid(tmp_path, "partly.toml", text), "--json")
 
     assert done.exit_code == 0, done.output
@@ -124,7 +124,7 @@ def test_max_trials_sets_the_limit_the_grid_is_counted_against(
     transcript: Path, tmp_path: Path
 ) -> None:
     text = "warn = [0.5, 0.6]\nsoft = [0.7, 0.8]\nfull = [0.85]\nmin_tail_messages = [4]\n"
-    text += "offload_threshold = [1000]\ntool_time_offload = [false]\n"
+    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\n"
     grid = _grid(tmp_path, "four.toml", text)
 
     refused = _tune(transcript, grid, "--max-trials", "3")

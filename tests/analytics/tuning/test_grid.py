@@ -16,7 +16,8 @@ from analytics.tuning.specs import GridError, count_configs, validate_grid
     ("grid", "expected"),
     [
         ({"warn": ["x"]}, "warn[0] = 'x'"),
-        ({"tool_time_offload": ["no"]}, "tool_time_offload[0] = 'no'"),
+        ({"tool_offload_threshold": ["no"]}, "tool_offload_threshold[0] = 'no'"),
+        ({"tool_time_offload": [True]}, "tool_time_offload"),
         ({"min_tail_messages": [True]}, "min_tail_messages[0] = True"),
         ({"soft": [float("nan")]}, "soft[0] = nan"),
         ({"warn": []}, "warn = []"),
@@ -33,9 +34,9 @@ def test_a_bad_grid_mapping_is_refused_naming_field_and_value(
 
 
 def test_valid_values_are_kept_as_given() -> None:
-    grid = validate_grid({"warn": [0.5, 0.6], "min_tail_messages": 4, "tool_time_offload": True})
+    grid = validate_grid({"warn": [0.5, 0.6], "min_tail_messages": 4, "tool_offload_threshold": 9})
 
-    assert grid == {"warn": [0.5, 0.6], "min_tail_messages": [4], "tool_time_offload": [True]}
+    assert grid == {"warn": [0.5, 0.6], "min_tail_messages": [4], "tool_offload_threshold": [9]}
 
 
 def test_a_huge_grid_is_sized_without_being_built(tmp_path: Path) -> None:

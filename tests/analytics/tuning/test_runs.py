@@ -24,7 +24,7 @@ GRID: dict[str, list[Any]] = {
     "full": [0.8],
     "min_tail_messages": [2],
     "offload_threshold": [300],
-    "tool_time_offload": [False, True],
+    "tool_offload_threshold": [None, 300],
 }
 """Four configurations; with the five rivals and the library defaults, ten trials."""
 WINDOW = 600
@@ -147,10 +147,10 @@ def test_dask_cluster_gives_the_same_results_as_the_local_pool(
 
 def test_grid_file_overrides_the_default_grid(tmp_path: Path) -> None:
     path = tmp_path / "grid.toml"
-    path.write_text("warn = [0.5]\ntool_time_offload = true\n", encoding="utf-8")
+    path.write_text("warn = [0.5]\ntool_offload_threshold = [false, 2000]\n", encoding="utf-8")
     grid = load_grid(path)
     assert grid["warn"] == [0.5]
-    assert grid["tool_time_offload"] == [True]
+    assert grid["tool_offload_threshold"] == [None, 2000]  # false is off: TOML has no null
     assert grid["soft"] == [0.7, 0.8]  # from the default grid
     path.write_text("wran = [0.5]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="wran"):

@@ -98,7 +98,7 @@ def test_openhands_condenser_summarises_the_middle_and_keeps_the_newest_half() -
 
 def test_progressive_strategy_goes_through_the_compactor_and_counts_its_summaries() -> None:
     session = six_turn_session()
-    strategy = ProgressiveStrategy(CompactorConfig(min_tail_messages=2), tool_time_offload=False)
+    strategy = ProgressiveStrategy(CompactorConfig(min_tail_messages=2))
     result = strategy.run(session, 500)
     metrics = measure(session, result, 500)
     assert len(result.turns) == 6
@@ -109,13 +109,15 @@ def test_progressive_strategy_goes_through_the_compactor_and_counts_its_summarie
     assert metrics.violations == 0
 
 
-def test_tool_time_offload_shrinks_every_view_after_a_large_result() -> None:
+def test_the_config_s_tool_offload_threshold_shrinks_every_view_after_a_large_result() -> None:
     session = six_turn_session()
-    config = CompactorConfig(offload_threshold=100, preview_lines=0, preview_chars=0)
+    config = CompactorConfig(tool_offload_preview_lines=0, tool_offload_preview_chars=0)
+    offloading = config.model_copy(update={"tool_offload_threshold": 100})
     plain = measure(session, ProgressiveStrategy(config).run(session, 100_000), 100_000)
-    hooked = measure(session, ProgressiveStrategy(config, True).run(session, 100_000), 100_000)
+    hooked = measure(session, ProgressiveStrategy(offloading).run(session, 100_000), 100_000)
     assert plain.tokens_billed == 1734  # a large window: nothing to compact
     assert hooked.tokens_billed < plain.tokens_billed
+    assert "tool_offload_threshold=100" in ProgressiveStrategy(offloading).name
 
 
 def _truncated_per_turn(

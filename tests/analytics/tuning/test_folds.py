@@ -1,0 +1,83 @@
+"""Folds by transcript file (issue 18 item 6): a main chain and its sidechains stay on one side,
+and the spread of the recommendation across the tuning folds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analytics.tuning import SessionMetrics, SessionSource, StrategySpec, split_by_file
+from analytics.tuning.folds import fold_spread
+from compactor import CompactorConfig
+
+
+def _sessions(files: int, sidechains: int) -> list[SessionSource]:
+    out = []
+    for f in range(files):
+        path = f"/t/run-{f}.jsonl"
+        out.append(SessionSource(f"main-{f}", path))
+        # sidechains under ids that hash anywhere, one of them from a file of its own
+        out += [SessionSource(f"zz{f}-side-{k}", path, f"main-{f}") for k in range(sidechains)]
+        out.append(SessionSource(f"aa{f}-agent", f"/t/agents/agent-{f}.jsonl", f"main-{f}"))
+    return out
+
+
+def test_a_main_chain_and_its_sidechains_are_never_on_both_sides() -> None:
+    sessions = _sessions(files=12, sidechains=3)
+    split = split_by_file(sessions)
+
+    assert split.tune and split.held and not set(split.tune) & set(split.held)
+    assert sorted(split.tune + split.held) == sorted(s.session_id for s in sessions)
+    for f in range(12):
+        family = {f"main-{f}", f"aa{f}-agent", *(f"zz{f}-side-{k}" for k in range(3))}
+        assert family <= set(split.tune) or family <= set(split.held), family
+    folds = [set(fold) for fold in split.folds]
+    assert len(folds) == 5 and set().union(*folds) == set(split.tune)
+    assert sum(len(fold) for fold in folds) == len(split.tune)  # each in exactly one fold
+    assert split.held_files == sorted(
+        {f"/t/run-{f}.jsonl" for f in range(12) if f"main-{f}" in split.held}
+    )
+    assert split == split_by_file(list(reversed(sessions)))  # stable, order-free
+
+
+def test_one_file_is_both_sides_and_has_no_folds() -> None:
+    split = split_by_file([SessionSource("a", "/t/x"), SessionSource("b", "/t/x", "a")])
+
+    assert (split.tune, split.held, split.folds) == (["a", "b"], ["a", "b"], [])
+
+
+def _metrics(sid: str, cost: float, retention_kept: int = 1) -> SessionMetrics:
+    return SessionMetrics(
+        session_id=sid,
+        turns=1,
+        view_tokens=int(cost * 1000),
+        cost=cost,
+        artifacts_at_risk=1,
+        artifacts_kept=retention_kept,
+    )
+
+
+def test_the_spread_gives_each_fold_s_cost_of_the_recommendation_and_the_rule_s_choice(
+    tmp_path: Path,
+) -> None:
+    sessions = [SessionSource(f"s{k}", f"/t/f{k}") for k in range(10)]
+    split = split_by_file(sessions)
+    cheap = StrategySpec(kind="progressive", config=CompactorConfig(warn=0.55))
+    dear = StrategySpec(kind="progressive")
+    ids = [s.session_id for s in sessions]
+    # "cheap" is cheaper everywhere except on the first fold's sessions
+    first = set(split.folds[0])
+    trials = {
+        "cheap": (cheap, [_metrics(s, 5.0 if s in first else 1.0) for s in ids]),
+        "dear": (dear, [_metrics(s, 2.0) for s in ids]),
+    }
+
+    found = fold_spread(trials, split, "cheap", 1000, objective="cost")
+
+    rows = found["folds"]
+    assert [r["fold"] for r in rows] == list(range(len(split.folds)))
+    assert rows[0]["recommended"]["cost"] == 5.0 * len(first)
+    assert rows[0]["chosen_on_the_other_folds"] == cheap.name
+    assert rows[0]["its_figures"]["cost"] == 5.0 * len(first)
+    costs = [r["recommended"]["cost"] for r in rows]
+    assert found["spread"]["min"] == min(costs) and found["spread"]["max"] == 5.0 * len(first)
+    assert found["objective"] == "cost"
