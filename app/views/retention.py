@@ -26,7 +26,7 @@ def _drop_rows(drops: pl.DataFrame) -> pl.DataFrame:
     for i, d in enumerate(drops.iter_rows(named=True), start=1):
         rows.append(
             {
-                "#": i,
+                "no.": i,
                 "session": str(d["session_id"]),
                 "anchor": str(d["anchor_type"]),
                 "item": str(d["item"]),

@@ -150,7 +150,7 @@ def test_silent_drops_name_their_compactions_by_turn_and_tier_and_say_why(
 
     table = next(t.value for t in at.table if "why" in t.value.columns)
     assert list(table.columns) == [
-        *("#", "session", "anchor", "item"),
+        *("no.", "session", "anchor", "item"),
         *("introduced at", "dropped at", "why"),
     ]
     (row,) = table[table["item"] == DROPPED_DECISION].to_dict("records")
@@ -159,7 +159,7 @@ def test_silent_drops_name_their_compactions_by_turn_and_tier_and_say_why(
     assert introduced and dropped, row
     assert int(introduced[1]) < int(dropped[1]) and dropped[2] == TIERS[second["tier"]]
     assert row["why"] == drop_reason_words("cap")
-    params = link_params(at, f"#{row['#']}: open the compaction that dropped it")
+    params = link_params(at, f"#{row['no.']}: open the compaction that dropped it")
     assert params == {"session": fixture_home.decisions, "compaction": second["id"]}
 
 
