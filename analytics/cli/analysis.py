@@ -43,7 +43,7 @@ from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json, rete
 from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
-from analytics.store import DB_NAME, EventStore, StoreError
+from analytics.store import DB_NAME, EventStore, StoreError, store_exists
 from analytics.tuning import run_tune, tune_json
 from analytics.tuning.lab import Objective
 from analytics.tuning.prices import PriceProfileError, resolve_profile
@@ -60,7 +60,7 @@ def analysed(root: Path, extra: Sequence[Job] = ()) -> Iterator[EventStore]:
     """The store of ``root``, opened as its owner, with every job's results up to date (and
     the ``extra`` jobs', such as the counterfactual replays of ``postmortem``)."""
     db = root / DB_NAME
-    if not db.exists():
+    if not store_exists(root):  # a lake is always there
         raise StoreError(
             f"no database at {db}: load events first with `compactlens ingest --home {root}` "
             "(or import/replay transcripts)",

@@ -1,13 +1,17 @@
 """What every ``compactlens`` command shares: the typer app, options, the home and errors.
 
-The typer ``app`` the commands register on, the ``--home`` and ``--window`` options, the home
-check, and ``handled``: expected failures as one line on stderr and exit 1, never a traceback.
-Environment variables of the command line are read here (``COMPACTLENS_HOME``) and in
-``analytics.cli.main`` (LLM settings). Nothing here does any work of its own.
+The typer ``app`` the commands register on, the ``--home`` and ``--window`` options, the store
+selection every command takes (``--store URL``, ``--lake-data DIR``: added to each command by
+``Command`` and made this process's store before the command runs), the home check, and
+``handled``: expected failures as one line on stderr and exit 1, never a traceback.
+Environment variables of the command line are read here (``COMPACTLENS_HOME``,
+``COMPACTLENS_STORE``, ``COMPACTLENS_LAKE_DATA``) and in ``analytics.cli.main`` (LLM settings).
+Nothing here does any work of its own.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +26,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from analytics.cli.inputs import MAX_WINDOW, HomeError, check_home
 from analytics.cli.terminal import print_error
 from analytics.errors import AnalyticsError
-from analytics.store import StoreLockedError
+from analytics.store import Selection, StoreError, StoreLockedError, select, store_location
 
 
 def _flags_untyped(params: list[Parameter]) -> list[Parameter]:
@@ -33,9 +37,71 @@ def _flags_untyped(params: list[Parameter]) -> list[Parameter]:
     return params
 
 
+STORE_ENV = "COMPACTLENS_STORE"
+LAKE_DATA_ENV = "COMPACTLENS_LAKE_DATA"
+
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="The store: a DuckDB file, or 'ducklake:postgres:<libpq conninfo>' for a lake "
+        f"many hosts share. Default: ${STORE_ENV}, else <home>/compactlens.duckdb",
+    ),
+]
+LakeDataOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--lake-data",
+        metavar="DIR",
+        file_okay=False,
+        help=f"A lake's Parquet folder. Default: ${LAKE_DATA_ENV}, else <home>/lake",
+    ),
+]
+
+
+@functools.cache
+def _store_options() -> tuple[Parameter, ...]:
+    """The two options as typer builds them (from a function that only declares them)."""
+    probe = typer.Typer(add_completion=False)
+
+    @probe.command()
+    def declared(store: StoreOption = None, lake_data: LakeDataOption = None) -> None:
+        """Only declares the options."""
+
+    return tuple(typer.main.get_command(probe).params)
+
+
+def store_selection(store: str | None, lake_data: Path | None) -> Selection:
+    """``--store``/``--lake-data``, else their environment variables; a store URL this
+    release cannot open (a SQLite catalog, a lake with no database) is a usage error."""
+    env_data = os.environ.get(LAKE_DATA_ENV)
+    selection = Selection(
+        store if store is not None else os.environ.get(STORE_ENV) or None,
+        lake_data if lake_data is not None else Path(env_data) if env_data else None,
+    )
+    try:
+        store_location(Path("."), selection)
+    except StoreError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--store") from None
+    return selection
+
+
 class Command(TyperCommand):
+    """A command with the store options; they select the store before the command runs."""
+
     def get_params(self, ctx: ClickContext) -> list[Parameter]:
-        return _flags_untyped(super().get_params(ctx))
+        return _flags_untyped([*super().get_params(ctx), *_store_options()])
+
+    def invoke(self, ctx: ClickContext) -> object:
+        chosen = store_selection(ctx.params.pop("store", None), ctx.params.pop("lake_data", None))
+        select(chosen)
+        if chosen.store:  # what the command starts (the app server) opens the same store
+            os.environ[STORE_ENV] = chosen.store
+        if chosen.lake_data is not None:
+            os.environ[LAKE_DATA_ENV] = str(chosen.lake_data.resolve())
+        return super().invoke(ctx)
 
 
 class Group(TyperGroup):

@@ -1,8 +1,9 @@
 """``ingest``, ``ingest --watch`` and ``rebuild``: the commands that only project the spool.
 
-Each opens the store as its owner (one process at a time), projects what is complete in the
-spool and reports the lines it quarantined. ``run_watch`` keeps projecting until SIGTERM or
-SIGINT, so that imports and agents can append to the spool meanwhile. Nothing here prints.
+Each opens the selected store (a local file as its one owner, a lake as one of many writers),
+projects what is complete in the spool and reports the lines it quarantined. ``run_watch``
+keeps projecting until SIGTERM or SIGINT, so that imports and agents can append to the spool
+meanwhile. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from analytics.queries.stats import quarantined_since
-from analytics.store import DB_NAME, EventStore, QuarantinedLine
+from analytics.store import DB_NAME, EventStore, Lake, QuarantinedLine, store_location
 from analytics.store.projector import IngestResult, Progress, Projector
 from analytics.store.rebuilding import rebuild
 
@@ -114,9 +115,16 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 
 def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
-    """Recreate the database from the spool; refuses while another process holds it."""
+    """Recreate the database from the spool; refuses while another process holds it. A lake
+    holds every host's events, more than this spool: its projections are recomputed from its
+    events table instead, after this spool is projected."""
     root = Path(home)
     started = dt.datetime.now(dt.UTC)
+    if isinstance(store_location(root), Lake):
+        with EventStore.for_home(root) as store:
+            result = Projector(store, root / "spool").ingest(on_ingest)
+            store.rebuild_projections()
+            return IngestReport(result, quarantined_since(store, started))
     result = rebuild(root, on_ingest)
     with EventStore(root / DB_NAME, read_only=True) as store:
         quarantined = quarantined_since(store, started)

@@ -21,7 +21,15 @@ from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.diagnosis import storage_version
 from analytics.store.eventstore import EventStore
 from analytics.store.files import claim_parent
-from analytics.store.location import Lake, LocalFile, Selection, select, selected, store_location
+from analytics.store.location import (
+    Lake,
+    LocalFile,
+    Selection,
+    select,
+    selected,
+    store_exists,
+    store_location,
+)
 from analytics.store.schema import DB_NAME, STORE_SCHEMA_VERSION
 from analytics.store.sql import PROJECTIONS, TABLES
 
@@ -47,5 +55,6 @@ __all__ = [
     "select",
     "selected",
     "storage_version",
+    "store_exists",
     "store_location",
 ]

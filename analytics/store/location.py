@@ -112,3 +112,10 @@ _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECAS
 def redact(url: str) -> str:
     """``url`` with the value of any ``password=`` replaced by ``***``."""
     return _PASSWORD.sub(r"\1***", url)
+
+
+def store_exists(home: str | Path) -> bool:
+    """Whether the selected store of ``home`` has been created: a local file must exist; a
+    lake is created by whoever attaches it first, so it always counts as there."""
+    where = store_location(home)
+    return isinstance(where, Lake) or where.path.exists()
