@@ -111,19 +111,31 @@ def artifacts_kept(
         return pl.DataFrame(schema=dict.fromkeys(ARTIFACT_COLUMNS, pl.String)).with_columns(
             pl.col("kept").cast(pl.Boolean)
         )
+    view = view_parts(compaction_views, messages, synthetic).collect()
+    return _found_in_view(found, needles(found), view, "artifact", "needle", ARTIFACT_COLUMNS)
+
+
+def _found_in_view(
+    rows: pl.DataFrame,
+    texts: pl.DataFrame,
+    view: pl.DataFrame,
+    key: str,
+    needle: str,
+    columns: tuple[str, ...],
+) -> pl.DataFrame:
+    """``rows`` with ``kept``: whether any ``texts[needle]`` of its (compaction, ``key``)
+    occurs literally in a part of its compaction's ``view``."""
     seen = (
-        view_parts(compaction_views, messages, synthetic)
-        .collect()
-        .join(needles(found), on="compaction_id")
-        .filter(pl.col("text").str.contains(pl.col("needle"), literal=True))
-        .select("compaction_id", "artifact")
+        view.join(texts.select("compaction_id", key, needle), on="compaction_id")
+        .filter(pl.col("text").str.contains(pl.col(needle), literal=True))
+        .select("compaction_id", key)
         .unique()
         .with_columns(kept=pl.lit(True))
     )
     return (
-        found.join(seen, on=["compaction_id", "artifact"], how="left", maintain_order="left")
+        rows.join(seen, on=["compaction_id", key], how="left", maintain_order="left")
         .with_columns(pl.col("kept").fill_null(False))
-        .select(ARTIFACT_COLUMNS)
+        .select(columns)
     )
 
 
@@ -159,18 +171,7 @@ def user_messages_kept(
         .collect()
         .select("compaction_id", pl.col("text").str.replace_all(r"\s+", " ").alias("text"))
     )
-    kept = (
-        users.join(view, on="compaction_id")
-        .filter(pl.col("text").str.contains(pl.col("said"), literal=True))
-        .select("compaction_id", "history_index")
-        .unique()
-        .with_columns(kept=pl.lit(True))
-    )
-    return (
-        users.join(kept, on=["compaction_id", "history_index"], how="left", maintain_order="left")
-        .with_columns(pl.col("kept").fill_null(False))
-        .select(USER_COLUMNS)
-    )
+    return _found_in_view(users, users, view, "history_index", "said", USER_COLUMNS)
 
 
 def reads_and_runs(messages: pl.DataFrame) -> pl.DataFrame:
