@@ -34,12 +34,15 @@ from analytics.queries.app import (
     emergency_list,
     estimate_moves,
     event_count,
+    native_sessions,
     retention_status_rows,
     session_metadata,
     session_sources,
     session_summaries,
     system_prompt,
+    turn_cost_rows,
 )
+from analytics.queries.audit import audit_json
 from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json
 from analytics.queries.frames import (
     anchor_items_frame,
@@ -53,7 +56,7 @@ from analytics.queries.frames import (
 )
 from analytics.queries.materialize import Job, job_table
 from analytics.queries.materialize import refresh as refresh_jobs
-from analytics.queries.stats import fleet_stats
+from analytics.queries.stats import COHORT_KEYS, cohorts, fleet_stats
 from analytics.replay.driver import ReplayResult, replay_session
 from analytics.report.charts import (
     THRESHOLDS,
@@ -69,6 +72,7 @@ from analytics.report.charts import (
     tier_counts_figure,
     timeline_figure,
 )
+from analytics.report.cost_charts import turn_cost_figure
 from analytics.store import EventStore
 from analytics.store.projector import IngestResult, Projector
 from analytics.store.rebuilding import RebuildResult, rebuild
@@ -80,10 +84,12 @@ from analytics.tuning import (
     pareto_front,
     run_tune,
     totals,
+    tune_json,
 )
 
 __all__ = [
     "ANCHOR_ORDER",
+    "COHORT_KEYS",
     "COUNTERFACTUAL_JOB",
     "STRATEGY_KINDS",
     "THRESHOLDS",
@@ -109,7 +115,9 @@ __all__ = [
     "anchor_coverage",
     "anchor_items_frame",
     "anchor_survival",
+    "audit_json",
     "billing_figure",
+    "cohorts",
     "compaction_figures",
     "compaction_list",
     "compaction_turns",
@@ -130,6 +138,7 @@ __all__ = [
     "lead_ups_figure",
     "load_runs",
     "messages_frame",
+    "native_sessions",
     "offload_read_backs",
     "offloads_frame",
     "pareto_figure",
@@ -154,6 +163,9 @@ __all__ = [
     "tier_counts_figure",
     "timeline_figure",
     "totals",
+    "tune_json",
+    "turn_cost_figure",
+    "turn_cost_rows",
     "turn_timeline",
     "turns_frame",
     "views_frame",

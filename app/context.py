@@ -21,6 +21,8 @@ from analytics import (
     StoreError,
     anchor_coverage,
     anchor_items_frame,
+    audit_json,
+    cohorts,
     compaction_figures,
     compaction_turns,
     compaction_view,
@@ -31,6 +33,7 @@ from analytics import (
     fleet_stats,
     job_table,
     messages_frame,
+    native_sessions,
     offloads_frame,
     postmortem_json,
     retention_detail,
@@ -42,6 +45,7 @@ from analytics import (
     silent_drops,
     synthetic_frame,
     system_prompt,
+    turn_cost_rows,
     turn_timeline,
     turns_frame,
     views_frame,
@@ -105,8 +109,25 @@ def _silent_drops(store: EventStore, sid: str | None) -> pl.DataFrame:
     return silent_drops(detail, compactions_frame(store, scope), turns_frame(store, scope))
 
 
+def _cohort_of(store: EventStore, key: str | None) -> pl.DataFrame:
+    """Each live session's value of cohort ``key`` (as ``stats --by`` groups them), as text
+    in a column named ``key``: what the sessions page shows and filters on."""
+    name = key or "window"
+    rows = [
+        {"session_id": sid, name: "–" if value[name] is None else str(value[name])}
+        for value, ids in cohorts(sessions_frame(store), [name])  # type: ignore[list-item]
+        for sid in ids
+    ]
+    return pl.DataFrame(rows, schema={"session_id": pl.String, name: pl.String})
+
+
 READS: dict[str, Read] = {
     "fleet": lambda s, _: fleet_stats(s),
+    "fleet_by": lambda s, key: fleet_stats(s, by=[key] if key else []),  # type: ignore[list-item]
+    "cohort_of": _cohort_of,
+    "turn_costs": lambda s, sid: turn_cost_rows(s, sid or ""),
+    "native_sessions": lambda s, _: native_sessions(s),
+    "audit": lambda s, sid: audit_json(s, sid),
     "summaries": lambda s, _: session_summaries(s),
     "compression": lambda s, _: compression_by_tier(compaction_figures(s), sessions_frame(s)),
     "sessions": lambda s, sid: sessions_frame(s, _session_list(sid)),

@@ -22,6 +22,7 @@ PAGES = [
     st.Page("views/offloads.py", title="Offloaded files", url_path="offloads"),
     st.Page("views/retention.py", title="Anchor retention", url_path="retention"),
     st.Page("views/emergencies.py", title="Emergencies", url_path="emergencies"),
+    st.Page("views/harness.py", title="Harness compactions", url_path="harness"),
     st.Page("views/tuning.py", title="Tuning lab", url_path="tuning"),
 ]
 REFRESH_S = 1.0  # how often the refresher compares the store's version with the page's

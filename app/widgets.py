@@ -22,6 +22,7 @@ PAGE_FILES = {
     "offloads": "views/offloads.py",
     "retention": "views/retention.py",
     "emergencies": "views/emergencies.py",
+    "harness": "views/harness.py",
     "tuning": "views/tuning.py",
 }
 EMPTY_STORE = (

@@ -6,6 +6,9 @@ columns and one aggregate each, so they are read here in one SQL statement apiec
 goes through ``EventStore.query``; nothing here writes, and nothing here is a figure the jobs
 compute (ratios, survival, post-mortems stay in ``analytics.jobs``). ``config_toml`` is the one
 piece that is no read: a post-mortem's config as the file ``replay --config`` loads.
+``turn_cost_rows`` and ``native_sessions`` serve the timeline's cost chart and the harness
+compactions page: the costs job's figures per turn beside the provider's own cache reads, and
+which sessions hold a harness's own compactions.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import polars as pl
 import tomli_w
 from pydantic import ValidationError
 
-from analytics.queries.frames import EFFECTIVE, LIVE
+from analytics.jobs.prices import BUILTIN_PROFILES
+from analytics.queries.frames import EFFECTIVE, LIVE, priced_turns_frame, usage_frame
 from analytics.queries.materialize import job_table_exists
 from analytics.store import EventStore
 from compactor import CompactorConfig
@@ -244,3 +248,37 @@ def config_toml(config: Mapping[str, Any]) -> str:
 def event_count(store: EventStore) -> int:
     """How many events the store holds: changes exactly when an ingest added some."""
     return int(store.query("SELECT count(*) AS n FROM events").item())
+
+
+def turn_cost_rows(store: EventStore, session_id: str) -> pl.DataFrame:
+    """One session's turns with the costs job's prediction and the provider's report: turn,
+    cache_read_tokens, cache_write_tokens, uncached_tokens (predicted), cost, profile,
+    currency (the profile's; null before the costs job ran) and reported_cache_read_tokens
+    (the ``usage`` reports of that turn summed; null where the provider reported none)."""
+    turns = priced_turns_frame(store, [session_id]).select(
+        "turn", "cache_read_tokens", "cache_write_tokens", "uncached_tokens", "cost", "profile"
+    )
+    reported = (
+        usage_frame(store, [session_id])
+        .filter(pl.col("turn").is_not_null() & pl.col("cache_read_tokens").is_not_null())
+        .group_by("turn")
+        .agg(reported_cache_read_tokens=pl.col("cache_read_tokens").sum())
+    )
+    currencies = {name: p.currency for name, p in BUILTIN_PROFILES.items()}
+    return (
+        turns.join(reported, on="turn", how="left", maintain_order="left")
+        .with_columns(currency=pl.col("profile").replace_strict(currencies, default=None))
+        .sort("turn", nulls_last=True)
+    )
+
+
+def native_sessions(store: EventStore) -> pl.DataFrame:
+    """Live sessions holding compactions their harness made itself (``origin = 'native'``),
+    newest first: session_id, harness, compactions, agent, started_at."""
+    return store.query(
+        f"""SELECT c.session_id, any_value(c.harness) AS harness, count(*) AS compactions,
+                  any_value(s.agent) AS agent, any_value(s.started_at) AS started_at
+           FROM compactions c JOIN sessions s USING (session_id)
+           WHERE c.origin = 'native' AND c.{LIVE}
+           GROUP BY c.session_id ORDER BY started_at DESC NULLS LAST, c.session_id"""
+    )
