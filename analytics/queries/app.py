@@ -254,21 +254,31 @@ def turn_cost_rows(store: EventStore, session_id: str) -> pl.DataFrame:
     """One session's turns with the costs job's prediction and the provider's report: turn,
     cache_read_tokens, cache_write_tokens, uncached_tokens (predicted), cost, profile,
     currency (the profile's; null before the costs job ran) and reported_cache_read_tokens
-    (the ``usage`` reports of that turn summed; null where the provider reported none)."""
-    turns = priced_turns_frame(store, [session_id]).select(
-        "turn", "cache_read_tokens", "cache_write_tokens", "uncached_tokens", "cost", "profile"
-    )
+    (the cache reads of the ``usage`` reports of that turn's model call, summed: a report
+    belongs to the newest turn before it in seq order, as in ``estimate_moves``; null where
+    the provider reported none)."""
+    turns = priced_turns_frame(store, [session_id]).sort("seq")
+    usage = usage_frame(store, [session_id]).filter(pl.col("cache_read_tokens").is_not_null())
     reported = (
-        usage_frame(store, [session_id])
-        .filter(pl.col("turn").is_not_null() & pl.col("cache_read_tokens").is_not_null())
-        .group_by("turn")
+        usage.sort("seq")
+        .select("seq", "cache_read_tokens")
+        .join_asof(turns.select("seq", turn_seq="seq"), left_on="seq", right_on="turn_seq")
+        .group_by("turn_seq")
         .agg(reported_cache_read_tokens=pl.col("cache_read_tokens").sum())
     )
     currencies = {name: p.currency for name, p in BUILTIN_PROFILES.items()}
     return (
-        turns.join(reported, on="turn", how="left", maintain_order="left")
+        turns.join(reported, left_on="seq", right_on="turn_seq", how="left")
+        .select(
+            "turn",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "uncached_tokens",
+            "cost",
+            "profile",
+            "reported_cache_read_tokens",
+        )
         .with_columns(currency=pl.col("profile").replace_strict(currencies, default=None))
-        .sort("turn", nulls_last=True)
     )
 
 

@@ -1,8 +1,10 @@
 """Overview (``/``): the fleet's headline figures from ``fleet_stats`` and three charts.
 
 Sessions, turns, compactions per tier, emergencies split into truncations and offload-only,
-tokens billed against the uncompacted history, compression by tier and anchor survival. It
-shows ``analytics``' figures as they are; it computes none.
+tokens billed against the uncompacted history, the cost block (total and uncompacted in the
+profile's currency, the share saved, each tier's net effect, each price profile), compression
+by tier and anchor survival; a cohort picker sets the same headline figures side by side for
+each group ``stats --by`` makes. It shows ``analytics``' figures as they are; it computes none.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import compression_figure, survival_figure, tier_counts_figure
+from analytics import COHORT_KEYS, compression_figure, survival_figure, tier_counts_figure
 from app.context import frame, read
 from app.widgets import EMPTY_STORE, link
 
@@ -43,6 +45,78 @@ def _metrics(stats: dict[str, Any]) -> None:
     )
 
 
+def _money(value: float | None, currency: str) -> str:
+    return "–" if value is None else f"{value:,.4f} {currency}"
+
+
+def _cost(stats: dict[str, Any]) -> None:
+    """The ``cost`` block of ``stats --json``: totals, per tier, per profile."""
+    cost = stats.get("cost") or {}
+    if not cost.get("sessions"):
+        st.info(
+            "No turn is priced yet: costs come from replayed turns (compactlens replay PATH "
+            "--window 32000) once the costs job has run (compactlens stats)."
+        )
+        return
+    currency = str(cost["currency"])
+    st.subheader(f"Cost ({currency}, predicted from the prompt cache)")
+    cols = st.columns(4)
+    cols[0].metric("cost", _money(cost["total"], currency))
+    cols[1].metric("cost uncompacted", _money(cost["uncompacted"], currency))
+    cols[2].metric("cost saved", _share(cost["saved_share"]))
+    cols[3].metric("summariser calls", _money(cost["summarizer"], currency))
+    tiers = [
+        {"tier": tier, **{k: f"{v:,.4f}" for k, v in figures.items()}}
+        for tier, figures in cost.get("by_tier", {}).items()
+    ]
+    st.caption(f"Each tier's net effect ({currency}): saved on the turns after it less its calls")
+    st.table(pl.DataFrame(tiers).rename({"net": f"net ({currency})"}))
+    profiles = [
+        {
+            "profile": name,
+            "currency": p["currency"],
+            "sessions": p["sessions"],
+            "cost": f"{p['total']:,.4f}",
+            "uncompacted": f"{p['uncompacted']:,.4f}",
+            "saved": _share(p["saved_share"]),
+        }
+        for name, p in cost.get("by_profile", {}).items()
+    ]
+    st.caption("Per price profile, each in its own currency")
+    st.table(pl.DataFrame(profiles))
+
+
+def _headline(key: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """One cohort's headline figures, as the overview shows them for the whole store."""
+    cost, tokens = stats.get("cost") or {}, stats.get("tokens") or {}
+    currency = str(cost.get("currency", ""))
+    return {
+        "cohort": ", ".join(f"{k} {'–' if v is None else v}" for k, v in key.items()),
+        "sessions": stats["sessions"],
+        "turns": stats["turns"],
+        "compactions": stats["compactions"]["total"],
+        "emergencies": stats["compactions"]["by_tier"].get("EMERGENCY", 0),
+        "tokens billed": tokens.get("billed", 0),
+        "tokens saved": _share(tokens.get("saved_share")),
+        "cost": _money(cost.get("total"), currency),
+        "cost uncompacted": _money(cost.get("uncompacted"), currency),
+        "cost saved": _share(cost.get("saved_share")),
+    }
+
+
+def _cohorts() -> None:
+    st.subheader("Cohorts side by side")
+    by = st.selectbox(
+        "compare sessions by", list(COHORT_KEYS), index=None, placeholder="choose one", key="by"
+    )
+    if by is None:
+        st.caption("Choose how to group the sessions (as `compactlens stats --by` does).")
+        return
+    groups = read("fleet_by", str(by)).get("groups", [])
+    st.caption(f"{len(groups):,} cohorts by {by}")
+    st.dataframe(pl.DataFrame([_headline(g["key"], g["stats"]) for g in groups]), hide_index=True)
+
+
 def _survival(stats: dict[str, Any]) -> pl.DataFrame:
     rows = [
         {"anchor_type": name, **figures}
@@ -59,6 +133,8 @@ def render() -> None:
         st.info(EMPTY_STORE)
         return
     _metrics(stats)
+    _cost(stats)
+    _cohorts()
     left, right = st.columns(2)
     left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]))
     right.plotly_chart(compression_figure(frame("compression")))

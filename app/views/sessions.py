@@ -1,7 +1,9 @@
 """Sessions (``/sessions``): every live session with its counts; filter, sort, paginate.
 
 The rows are ``session_summaries``; each row on the current page links to its timeline,
-emergencies and offloaded files. Nothing is computed here beyond filtering what is shown.
+emergencies and offloaded files. "cohort" adds a column with each session's group as
+``stats --by`` makes it (window, config, source, model, agent, harness) and filters on one
+group. Nothing is computed here beyond filtering what is shown.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from analytics import COHORT_KEYS
 from app.context import frame
 from app.widgets import EMPTY_STORE, link, paginate
 
@@ -36,7 +39,20 @@ def _filtered(rows: pl.DataFrame) -> pl.DataFrame:
     if only:
         rows = rows.filter(pl.col("emergencies") > 0)
     column, descending = SORTS[str(sort)]
-    return rows.sort(column, descending=descending, nulls_last=True)
+    return _by_cohort(rows).sort(column, descending=descending, nulls_last=True)
+
+
+def _by_cohort(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with the chosen cohort as a column, limited to one of its groups if chosen."""
+    left, right = st.columns(2)
+    by = left.selectbox("cohort", ["none", *COHORT_KEYS], key="cohort_by")
+    if by == "none":
+        return rows
+    name = str(by)
+    rows = rows.join(frame("cohort_of", name), on="session_id", how="left")
+    values = sorted(str(v) for v in rows.get_column(name).drop_nulls().unique().to_list())
+    chosen = right.selectbox(f"{name} is", ["all", *values], key="cohort_value")
+    return rows if chosen == "all" else rows.filter(pl.col(name) == chosen)
 
 
 def render() -> None:

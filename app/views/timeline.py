@@ -6,7 +6,9 @@ The turns come from ``turn_timeline`` (one per ``view_prepared``), the markers f
 reserve. Where the line jumps because a usage report moved the estimate (``estimate_moves``: a
 calibrated estimator learning the harness's hidden prompt), the turn is annotated and the note
 says why under the chart. Selecting a marker (or following its link below the chart) opens the
-compaction's diff.
+compaction's diff. Below it, the cost per turn: the prompt split into predicted cache reads,
+cache writes and uncached tokens (the costs job's) beside the cache reads the provider
+reported, with the cost on a second axis in the profile's currency.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import THRESHOLDS, timeline_figure
+from analytics import THRESHOLDS, timeline_figure, turn_cost_figure
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, PAGE_FILES, link, marker_label, paginate, pick
 from app.words import move_sentence
@@ -62,6 +64,22 @@ def _marker_links(sid: str, markers: pl.DataFrame) -> None:
         link("diff", f"{marker_label(row)} (open diff)", session=sid, compaction=str(row["id"]))
 
 
+def _costs(sid: str) -> None:
+    rows = frame("turn_costs", sid)
+    priced = rows.filter(pl.col("cost").is_not_null()) if rows.height else rows
+    if priced.height == 0:
+        st.info("No turn of this session is priced yet: run `compactlens stats` to price it.")
+        return
+    currency = str(priced.get_column("currency").drop_nulls().first() or "USD")
+    profile = priced.get_column("profile").drop_nulls().first()
+    total = float(priced.get_column("cost").sum())
+    st.plotly_chart(turn_cost_figure(priced, currency), key="cost_chart")
+    st.caption(
+        f"price profile {profile} · cost {total:,.4f} {currency} over {priced.height:,} turns "
+        "· bars: predicted prompt tokens; crosses: the cache reads the provider reported"
+    )
+
+
 def render() -> None:
     st.title("Timeline")
     sid = pick("session", session_ids(), "session", empty=EMPTY_STORE)
@@ -95,6 +113,7 @@ def render() -> None:
     st.caption("Select a marker to open that compaction's diff.")
     for row in moves.iter_rows(named=True):
         st.info(move_sentence(row))
+    _costs(sid)
     _marker_links(sid, markers)
 
 

@@ -57,6 +57,13 @@ class FixtureHome:
     tokens_after), read from the store with SQL: the truth the pickers are checked against."""
     stats: dict[str, Any] = field(default_factory=dict)
     """``fleet_stats`` of the built store (what ``compactlens stats --json`` prints)."""
+    by_window: dict[str, Any] = field(default_factory=dict)
+    """``fleet_stats(by=["window"])``: what ``compactlens stats --json --by window`` prints."""
+    windows: dict[str, int] = field(default_factory=dict)
+    """Each session's context window, read with SQL."""
+    turn_costs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per session, from the costs job's table and ``usage`` with SQL: turns priced, cost
+    (summed), profile, and the cache reads the provider reported (summed)."""
 
 
 def compactor_at(
@@ -152,6 +159,17 @@ def _effective(store: EventStore) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _turn_costs(store: EventStore) -> dict[str, dict[str, Any]]:
+    rows = store.query(
+        """SELECT c.session_id, count(*) AS turns, sum(c.cost) AS cost,
+                  any_value(c.profile) AS profile, sum(c.cache_read_tokens) AS cache_read,
+                  (SELECT sum(u.cache_read_tokens) FROM usage u
+                   WHERE u.session_id = c.session_id) AS reported_cache_read
+           FROM job_turn_costs c GROUP BY c.session_id"""
+    )
+    return {str(r.pop("session_id")): r for r in rows.iter_rows(named=True)}
+
+
 def build_home(home: Path) -> FixtureHome:
     """Replays and the hostile session, projected into ``home``'s store (closed after)."""
     home.mkdir(parents=True, exist_ok=True)
@@ -163,10 +181,21 @@ def build_home(home: Path) -> FixtureHome:
         refresh(store)
         ids = [str(s) for s in store.query("SELECT session_id FROM sessions").to_series()]
         stats = fleet_stats(store)
+        by_window = fleet_stats(store, by=["window"])
         effective = _effective(store)
+        windows = dict(store.query("SELECT session_id, context_window FROM sessions").iter_rows())
+        costs = _turn_costs(store)
     outside = home / "secret.txt"
     outside.write_text("top secret\n", encoding="utf-8")
     folder = next((home / ".compactlens" / "tool_results").glob("hostile-*"))
     (folder / "escape.txt").symlink_to(outside)
     assert report.sessions >= 3, report
-    return FixtureHome(home, sorted(ids), stats=stats, effective=effective)
+    return FixtureHome(
+        home,
+        sorted(ids),
+        stats=stats,
+        effective=effective,
+        by_window=by_window,
+        windows=windows,
+        turn_costs=costs,
+    )

@@ -40,9 +40,7 @@ class NativeHome:
         with the harness's own ``preTokens``."""
         tokens = [b["preTokens"] for b in self.boundaries[file]]
         sessions = {c["session_id"] for c in self.audit["compactions"]}
-        return next(
-            s for s in sessions if [c["tokens_before"] for c in self.entries(s)] == tokens
-        )
+        return next(s for s in sessions if [c["tokens_before"] for c in self.entries(s)] == tokens)
 
 
 def raw_boundaries(path: Path) -> list[dict[str, Any]]:

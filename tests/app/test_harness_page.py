@@ -8,7 +8,6 @@ compaction) the page says how to import one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,9 +25,9 @@ def native_home(tmp_path_factory: pytest.TempPathFactory) -> NativeHome:
 @pytest.fixture
 def on_native(
     fixture_home: FixtureHome, native_home: NativeHome, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[NativeHome]:
+) -> NativeHome:
     monkeypatch.setenv("COMPACTLENS_HOME", str(native_home.home))
-    yield native_home
+    return native_home
 
 
 @pytest.mark.parametrize("file", FILES)
@@ -64,6 +63,7 @@ def test_each_native_compaction_says_what_it_lost_and_what_was_re_read_after(
 
 def _values(entry: dict[str, Any], key: str) -> list[str]:
     return list(entry["artifacts"]["lost"] if key == "lost" else entry[key])
+
 
 def test_the_re_read_rate_per_origin_is_that_of_audit_json(on_native: NativeHome) -> None:
     sid = on_native.session_of(FILES[1])

@@ -1,0 +1,122 @@
+"""Cost and cohorts on the overview, sessions and timeline pages (issue 18 items 4, 5).
+
+The store is the package's (``conftest.fixture_home``: real mini-swe-agent and Claude Code
+transcripts replayed at 16k, priced by their models' profiles, and two live sessions at 8k).
+Each figure a page shows is compared with ``stats --json`` (``fleet_stats``, with ``--by
+window``) or with the costs job's table and ``usage`` read with SQL when the store was built.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.app.fixtures import FixtureHome
+from tests.app.pages import open_page, session_with, shown
+
+
+def _money(value: float, currency: str) -> str:
+    return f"{value:,.4f} {currency}"
+
+
+def test_the_overview_shows_the_cost_block_of_stats_json(fixture_home: FixtureHome) -> None:
+    cost = fixture_home.stats["cost"]
+    assert cost["total"] > 0 and cost["currency"] == "USD"
+
+    at = open_page("overview")
+
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["cost"] == _money(cost["total"], "USD")
+    assert metrics["cost uncompacted"] == _money(cost["uncompacted"], "USD")
+    assert metrics["cost saved"] == f"{cost['saved_share']:.0%}"
+    tables = [t.value for t in at.table]
+    (tiers,) = [t for t in tables if "tier" in t.columns]
+    nets = dict(zip(tiers["tier"], tiers["net (USD)"], strict=True))
+    assert nets == {t: f"{f['net']:,.4f}" for t, f in cost["by_tier"].items()}
+    (profiles,) = [t for t in tables if "profile" in t.columns]
+    assert profiles.to_dict("records") == [
+        {
+            "profile": name,
+            "currency": p["currency"],
+            "sessions": p["sessions"],
+            "cost": f"{p['total']:,.4f}",
+            "uncompacted": f"{p['uncompacted']:,.4f}",
+            "saved": f"{p['saved_share']:.0%}",
+        }
+        for name, p in cost["by_profile"].items()
+    ]
+
+
+def test_the_overview_sets_cohorts_side_by_side_as_stats_by_window(
+    fixture_home: FixtureHome,
+) -> None:
+    groups = fixture_home.by_window["groups"]
+    assert Counter(fixture_home.windows.values()) == {
+        g["key"]["window"]: g["stats"]["sessions"] for g in groups
+    }
+    at = open_page("overview")
+
+    at.selectbox(key="by").select("window").run()
+
+    assert not at.exception
+    (table,) = [d.value for d in at.dataframe if "cohort" in d.value.columns]
+    rows = table.to_dict("records")
+    assert [r["cohort"] for r in rows] == [f"window {g['key']['window']}" for g in groups]
+    for row, group in zip(rows, groups, strict=True):
+        stats: dict[str, Any] = group["stats"]
+        assert row["sessions"] == stats["sessions"]
+        assert row["turns"] == stats["turns"]
+        assert row["compactions"] == stats["compactions"]["total"]
+        assert row["tokens billed"] == stats["tokens"]["billed"]
+        assert row["cost"] == _money(stats["cost"]["total"], stats["cost"]["currency"])
+
+
+def test_the_sessions_page_filters_on_a_cohort_and_shows_it_as_a_column(
+    fixture_home: FixtureHome,
+) -> None:
+    at = open_page("sessions")
+    at.selectbox(key="cohort_by").select("window").run()
+    at.selectbox(key="cohort_value").select("8000").run()
+
+    assert not at.exception
+    at_8k = sorted(s for s, w in fixture_home.windows.items() if w == 8000)
+    assert at_8k
+    total = len(fixture_home.sessions)
+    assert f"{len(at_8k)} of {total} sessions" in shown(at)
+    table = at.dataframe[0].value
+    assert sorted(table["session_id"]) == at_8k
+    assert set(table["window"]) == {"8000"}
+
+
+def _traces(at: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    for chart in at.get("plotly_chart"):
+        figure = json.loads(chart.proto.spec)
+        names = {t.get("name", ""): t for t in figure["data"]}
+        if any(n.startswith("cost per turn") for n in names):
+            return names, figure["layout"]
+    raise AssertionError("no cost chart on the page")
+
+
+@pytest.mark.parametrize("prefix", ["sqlfluff", "1af7fc5e"])
+def test_the_timeline_draws_the_cost_per_turn_beside_the_reported_cache_reads(
+    fixture_home: FixtureHome, prefix: str
+) -> None:
+    sid = session_with(fixture_home, prefix)
+    truth = fixture_home.turn_costs[sid]
+    assert truth["cost"] > 0 and truth["reported_cache_read"] > 0
+
+    at = open_page("timeline", session=sid)
+
+    traces, layout = _traces(at)
+    cost = traces["cost per turn (USD)"]
+    assert cost["yaxis"] == "y2" and len(cost["y"]) == truth["turns"]
+    assert sum(cost["y"]) == pytest.approx(truth["cost"])
+    assert sum(traces["cache read (predicted)"]["y"]) == truth["cache_read"]
+    reported = traces["cache read (provider reported)"]["y"]
+    assert sum(v for v in reported if v is not None) == truth["reported_cache_read"]
+    assert layout["yaxis2"]["title"]["text"] == "cost (USD)"
+    assert layout["yaxis"]["title"]["text"] == "prompt tokens"
+    assert f"price profile {truth['profile']}" in shown(at)
