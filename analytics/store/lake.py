@@ -27,7 +27,7 @@ from analytics.store.commits import Committed, Origin, commit, reproject, retry_
 from analytics.store.diagnosis import first_line
 from analytics.store.eventstore import EventStore
 from analytics.store.files import PRIVATE_UMASK
-from analytics.store.location import Lake
+from analytics.store.location import Lake, redact
 from analytics.store.schema import check_schema, create_schema, main_tables, schema_row
 
 CATALOG = "lake"
@@ -105,8 +105,10 @@ class LakeStore(EventStore):
                     f"{exc.strerror or exc}; pass --lake-data DIR on a writable disk",
                     str(self.lake.data_path),
                 ) from exc
+        # no progress bar: it would go to stdout, into a command's JSON
         con = duckdb.connect()
         try:
+            con.execute("SET enable_progress_bar = false")
             load_extensions(con)
             options = [f"DATA_PATH '{_sql_str(str(self.lake.data_path))}/'"]
             options.append(
@@ -117,8 +119,9 @@ class LakeStore(EventStore):
         except duckdb.Error as exc:
             con.close()
             raise StoreError(
-                f"cannot open the lake {self.lake}: {first_line(exc)}. Check that PostgreSQL "
-                "is running there and that the conninfo (dbname, host, port, user) is right",
+                f"cannot open the lake {self.lake}: {redact(first_line(exc))}. Check that "
+                "PostgreSQL is running there and that the conninfo (dbname, host, port, user) "
+                "is right",
                 str(self.lake),
             ) from exc
         except BaseException:
@@ -152,7 +155,7 @@ class LakeStore(EventStore):
 
     def _failure(self, exc: duckdb.Error, doing: str) -> StoreError:
         return StoreError(
-            f"{doing} on the lake {self.lake} failed ({first_line(exc)}); nothing was "
+            f"{doing} on the lake {self.lake} failed ({redact(first_line(exc))}); nothing was "
             "committed and the spool is untouched: fix the cause and try again",
             str(self.lake),
         )
@@ -163,7 +166,8 @@ class LakeStore(EventStore):
     # ------------------------------------------------------------ writing
 
     def positions(self, spool: str | os.PathLike[str] | None = None) -> dict[str, SpoolPosition]:
-        """This host's offsets in ``spool`` (every host's and folder's when None)."""
+        """This host's offsets in ``spool``; with None, every row (a file name that several
+        hosts or folders share appears once: read ``spool_offsets`` to see them all)."""
         sql = "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
         params: list[str] = []
         if spool is not None:
