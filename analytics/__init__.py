@@ -73,7 +73,7 @@ from analytics.report.charts import (
     timeline_figure,
 )
 from analytics.report.cost_charts import turn_cost_figure
-from analytics.store import EventStore
+from analytics.store import EventStore, Selection, select
 from analytics.store.projector import IngestResult, Projector
 from analytics.store.rebuilding import RebuildResult, rebuild
 from analytics.tuning import (
@@ -102,6 +102,7 @@ __all__ = [
     "Projector",
     "RebuildResult",
     "ReplayResult",
+    "Selection",
     "SessionMetrics",
     "StoreCorruptError",
     "StoreError",
@@ -151,6 +152,7 @@ __all__ = [
     "retention_detail",
     "retention_status_rows",
     "run_tune",
+    "select",
     "session_metadata",
     "session_sources",
     "session_summaries",

@@ -8,8 +8,10 @@ ingest added events, or a job was run on request); pages key their caches on it 
 refresher reruns a page when it moves. ``shared_owner`` keeps one owner per home and process:
 the server (``app.server``) opens it at start-up, before any browser connects, and every page
 reuses it. Each ingest that stored events, and each new failure, is logged on
-``compactlens.app``. What the command line gave the app (``--home``, ``--allow-path``) is read
-here. Nothing here renders anything or computes a figure.
+``compactlens.app``. What the command line gave the app (``--home``, ``--store``,
+``--lake-data``, ``--allow-path``) is read here. On a lake the owner is one writer of many: it
+holds no lock, so the command line reads and writes the same lake while the app runs. Nothing
+here renders anything or computes a figure.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from analytics import EventStore, Job, Projector, event_count, refresh_jobs
+from analytics import EventStore, Job, Projector, Selection, event_count, refresh_jobs
 
 T = TypeVar("T")
 LOG = logging.getLogger("compactlens.app")
@@ -49,6 +51,16 @@ def home_from(argv: Sequence[str], environ: dict[str, str] | os._Environ[str]) -
     ``./data`` (the same default as the command line)."""
     given = _flag_values(argv, "--home")
     return Path(given[0] if given else environ.get("COMPACTLENS_HOME") or "data").expanduser()
+
+
+def store_from(argv: Sequence[str], environ: dict[str, str] | os._Environ[str]) -> Selection:
+    """``--store URL`` and ``--lake-data DIR`` after ``--``, else ``$COMPACTLENS_STORE`` and
+    ``$COMPACTLENS_LAKE_DATA`` (which ``compactlens ui`` hands its server), else the defaults:
+    the home's local file."""
+    store, data = _flag_values(argv, "--store"), _flag_values(argv, "--lake-data")
+    url = store[0] if store else environ.get("COMPACTLENS_STORE") or None
+    folder = data[0] if data else environ.get("COMPACTLENS_LAKE_DATA") or None
+    return Selection(url, Path(folder).expanduser() if folder else None)
 
 
 def current_home() -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from streamlit.web import cli as streamlit_cli
 
-from analytics import StoreError
-from app.owner import LOG, home_from, release_all, shared_owner
+from analytics import StoreError, select
+from app.owner import LOG, home_from, release_all, shared_owner, store_from
 
 OPEN_WAIT_S = 5.0
 """At exit, how long to wait for the store's first opening before closing what is open."""
@@ -42,7 +42,8 @@ def _open_store(home: Path) -> None:
     except OSError as exc:  # an unwritable or vanished home: the pages try again
         LOG.warning("cannot open the store of %s: %s", home, exc.strerror or exc)
         return
-    LOG.info("store %s open; projecting its spool every %g s", home, owner.interval_s)
+    where = owner.store.location()
+    LOG.info("store %s open (%s); projecting its spool every %g s", home, where, owner.interval_s)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     script_args = args[args.index("--") + 1 :] if "--" in args else []
     home = home_from(script_args, os.environ).resolve()
+    select(store_from(script_args, os.environ))  # every page opens the same store
     _log_to_stderr()
     opener = threading.Thread(
         target=_open_store, args=(home,), name="compactlens-open-store", daemon=True
