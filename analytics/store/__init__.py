@@ -21,6 +21,7 @@ from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.diagnosis import storage_version
 from analytics.store.eventstore import EventStore
 from analytics.store.files import claim_parent
+from analytics.store.lake import LakeStore
 from analytics.store.location import (
     Lake,
     LocalFile,
@@ -41,6 +42,7 @@ __all__ = [
     "EventBatch",
     "EventStore",
     "Lake",
+    "LakeStore",
     "LocalFile",
     "QuarantinedLine",
     "Selection",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,15 @@ from analytics.store.sql import TABLES
 CHECKPOINT_THRESHOLD = "1GB"
 """How large the write-ahead log may grow before DuckDB checkpoints on its own; the projector
 checkpoints explicitly after each ingest instead."""
+
+
+def _no_lake(lake: Lake, read_only: bool) -> EventStore:
+    raise StoreError(f"cannot open {lake}: analytics.store.lake is not imported", str(lake))
+
+
+LAKE_OPENER: list[Callable[[Lake, bool], EventStore]] = [_no_lake]
+"""How ``for_home`` opens a lake: ``analytics.store.lake`` (which builds on this class, and
+which ``analytics.store`` imports) puts its ``LakeStore`` here."""
 
 
 class EventStore:
@@ -101,9 +110,7 @@ class EventStore:
         ``<home>/compactlens.duckdb`` by default, or a lake (a ``LakeStore``)."""
         where = store_location(home)
         if isinstance(where, Lake):
-            from analytics.store.lake import LakeStore  # the lake builds on this class
-
-            return LakeStore(where, read_only=read_only)
+            return LAKE_OPENER[0](where, read_only)
         return cls(where.path, read_only=read_only)
 
     def location(self) -> str:

@@ -25,7 +25,7 @@ from analytics.errors import StoreError
 from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.commits import Committed, Origin, commit, reproject, retry_conflicts
 from analytics.store.diagnosis import first_line
-from analytics.store.eventstore import EventStore
+from analytics.store.eventstore import LAKE_OPENER, EventStore
 from analytics.store.files import PRIVATE_UMASK
 from analytics.store.location import Lake, redact
 from analytics.store.schema import check_schema, create_schema, main_tables, schema_row
@@ -204,6 +204,9 @@ class LakeStore(EventStore):
             retry_conflicts(lambda: reproject(self.con, lake=True))
         except duckdb.Error as exc:
             raise self._failure(exc, "rebuilding the projections") from exc
+
+
+LAKE_OPENER[0] = lambda lake, read_only: LakeStore(lake, read_only=read_only)
 
 
 def _spool_key(spool: str | os.PathLike[str]) -> str:
