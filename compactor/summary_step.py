@@ -89,6 +89,7 @@ class SummaryStep:
             name = type(response).__name__
             work.fail(f"summarizer_failed:{name}", f"{label}: {name}: {cause}")
             return False
+        work.stats = _stats(response, latency_ms)  # a call answered is billed, kept or not
         anchors, summary = parse_anchors_and_summary(response.text)
         if all_na(anchors) and not summary:
             excerpt = response.text.strip().replace("\n", " ")[:120]
@@ -112,7 +113,6 @@ class SummaryStep:
         work.anchors, work.summary = state.anchors, summary
         work.n_summarized = len(transcript)
         work.preserved = len(view) - start - 1
-        work.stats = _stats(response, latency_ms)
         return True
 
     def _prior(

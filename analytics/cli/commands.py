@@ -314,14 +314,17 @@ def run_replay(
     force: bool = False,
     on_file: FileProgress | None = None,
     on_ingest: Progress | None = None,
+    calibrate: bool = True,
 ) -> RunReport:
     """Replay every session under ``paths`` through ``compactor``, then project the events.
 
     A replay's identity is ``<imported id>@<window>#<config hash>`` (``replay_config_hash``):
     replays at other windows or under other settings sit side by side; the same replay of an
-    unchanged transcript is skipped unless ``force``; a changed transcript replaces it.
+    unchanged transcript is skipped unless ``force``; a changed transcript replaces it. Without
+    ``calibrate`` the transcript's usage is neither fed nor recorded: views are measured and
+    priced by the byte estimate, as ``tune`` measures them.
     """
-    family = f"@{compactor.context_window}#{replay_config_hash(compactor)}"
+    family = f"@{compactor.context_window}#{replay_config_hash(compactor, calibrate=calibrate)}"
     with _open_run(home, on_ingest, force=force) as run:
         report = run.report
         files = input_files(paths, report.issues)
@@ -331,6 +334,8 @@ def run_replay(
                 if isinstance(item, CompactionRecord):
                     report.issues.append(_not_replayable(file))
                     break
+                if not calibrate:
+                    item = item.model_copy(update={"usage": []})
                 _replay_one(run, item, compactor, capture, family, file)
                 sessions += 1
             if sessions:

@@ -202,6 +202,14 @@ def replay(
     force: Annotated[
         bool, typer.Option("--force", help="Replace replays already stored with these settings")
     ] = False,
+    uncalibrated: Annotated[
+        bool,
+        typer.Option(
+            "--uncalibrated",
+            help="Byte estimate only, the transcript's usage not fed: as tune measures (to "
+            "reproduce its figures)",
+        ),
+    ] = False,
 ) -> None:
     """Replay transcripts through CompactionSession, emitting compaction events, and project."""
     chosen, settings = _summarizer(summarizer), _config(config)  # usage errors before any write
@@ -222,6 +230,7 @@ def replay(
             force=force,
             on_file=bars.files("replaying"),
             on_ingest=bars.spool("projecting"),
+            calibrate=not uncalibrated,
         )
     skipped, rejected = split_issues(paths, report.issues)
     replay_summary(report, window, len(skipped))

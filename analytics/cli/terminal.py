@@ -184,8 +184,23 @@ def tune_table(found: Mapping[str, Any]) -> None:
     if rec["name"]:
         console.print(f"rule: {rec['rule']}", soft_wrap=True)
         console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
+        _fold_lines(rec.get("folds"))
     else:
         console.print("no configuration met the constraints (0 turns over the window)")
+
+
+def _fold_lines(folds: Mapping[str, Any] | None) -> None:
+    """The recommendation's spread across the tuning folds, one line."""
+    if not folds or not folds.get("spread"):
+        return
+    spread, each = folds["spread"], folds["spread_per_session"]
+    console.print(
+        f"across {len(folds['folds'])} tuning folds (by transcript file), "
+        f"its {folds['objective']}: "
+        f"min {spread['min']:,.4g}, median {spread['median']:,.4g}, max {spread['max']:,.4g} "
+        f"(per session {each['min']:,.4g} / {each['median']:,.4g} / {each['max']:,.4g})",
+        soft_wrap=True,
+    )
 
 
 def print_error(message: str) -> None:

@@ -13,9 +13,11 @@ is warm: Claude Code's 15,289 tokens are read on first turns). Tokens are the se
 calibrated estimate (``fit_calibration`` over its reported usage; bytes // 4 without usage).
 The uncompacted figures price the same turns with the whole history as the view.
 
-Offline (extractive) summaries record no tokens; they are counted as the tokens an LLM
-summariser would have read (the messages summarised, the previous compaction included) and
-written (the summary), as the tuning lab counts them, and flagged ``summarizer_estimated``.
+A summariser's call is billed as its record says; the offline (extractive) summariser records
+the tokens an LLM summariser would have read (the messages summarised, the previous compaction
+included) and written (the summary), as the tuning lab counts them. Only older extractive
+records, which carry no tokens, are estimated from the bytes summarised and flagged
+``summarizer_estimated``.
 Pure: frames in, frames out.
 """
 

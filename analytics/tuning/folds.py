@@ -6,7 +6,8 @@ chain and its sidechains are never on both sides. About ``HELD_BACK_SHARE`` of t
 hash of the path (stable across runs and machines), are held back; the other files are dealt
 into up to ``FOLDS`` tuning folds. ``fold_spread`` is the k-fold cross-validation of the
 recommendation rule: each fold's figures of the recommended config, and of the config the rule
-chooses on the other folds, measured on that fold. Nothing here replays anything.
+chooses on the other folds, measured on that fold; ``figures_by_file`` sums a trial's figures
+per transcript file. Nothing here replays anything.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def fold_spread(
 ) -> dict[str, Any]:
     """Per tuning fold: its files and sessions, the recommended trial's figures on it, and the
     trial the rule chooses on the other folds with its figures on it; then the min, median and
-    max over the folds of the recommended trial's figure on ``objective``."""
+    max over the folds of the recommended trial's figure on ``objective``, as a sum and per
+    session (folds of files differ in size)."""
     column = OBJECTIVE_COLUMNS[objective]
     rows: list[dict[str, Any]] = []
     for i, ids in enumerate(split.folds):
@@ -120,9 +122,37 @@ def fold_spread(
             }
         )
     values = [float(r["recommended"][column]) for r in rows]
-    spread = (
-        {"min": min(values), "median": statistics.median(values), "max": max(values)}
-        if values
-        else None
-    )
-    return {"objective": column, "folds": rows, "spread": spread}
+    each = [
+        v / max(int(r["recommended"]["sessions"]), 1) for v, r in zip(values, rows, strict=True)
+    ]
+    return {
+        "objective": column,
+        "folds": rows,
+        "spread": _spread(values),
+        "spread_per_session": _spread(each),
+    }
+
+
+def _spread(values: Sequence[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def figures_by_file(
+    metrics: Sequence[SessionMetrics], files: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Sessions, tokens billed and cost of ``metrics`` per transcript file, for the sessions
+    ``files`` maps (session id to file)."""
+    rows: dict[str, list[SessionMetrics]] = {}
+    for m in metrics:
+        if m.session_id in files:
+            rows.setdefault(files[m.session_id], []).append(m)
+    return {
+        path: {
+            "sessions": len(found),
+            "tokens_billed": sum(m.tokens_billed for m in found),
+            "cost": sum(m.cost for m in found),
+        }
+        for path, found in sorted(rows.items())
+    }

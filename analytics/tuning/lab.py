@@ -25,7 +25,13 @@ from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, ImportIssue, import_path
 from analytics.jobs.prices import PriceProfile, profile_name_for_model
 from analytics.tuning.execution import Backend, Task, open_backend
-from analytics.tuning.folds import FileSplit, SessionSource, fold_spread, split_by_file
+from analytics.tuning.folds import (
+    FileSplit,
+    SessionSource,
+    figures_by_file,
+    fold_spread,
+    split_by_file,
+)
 from analytics.tuning.metrics import SessionMetrics
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import (
@@ -103,6 +109,8 @@ class TuneReport:
     """The transcript files of the held-back sessions."""
     folds: dict[str, Any] | None = None
     """The recommendation's k-fold cross-validation (``folds.fold_spread``), or None."""
+    held_back_by_file: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The recommendation's figures on each held-back transcript file."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
@@ -333,6 +341,10 @@ def run_tune(
     report.price_profile = price_profile.name if price_profile else None
     held = set(held_ids)
     report.held_back_files = sorted({s.source_path for s in sessions if s.session_id in held})
+    if report.recommended is not None:
+        chosen = log.done[report.recommended.key].metrics
+        files = {s.session_id: s.source_path for s in sessions if s.session_id in held}
+        report.held_back_by_file = figures_by_file(chosen, files)
     report.notes = [*plan.notes, *profile_warnings(report.profiles, len(tune_ids))]
     return report
 

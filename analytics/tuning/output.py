@@ -31,6 +31,11 @@ STRATEGY_KEYS = (
     "cache_write_tokens",
 )
 """The keys of each ``strategies`` row."""
+ESTIMATOR_WORDS = (
+    "bytes / 4, uncalibrated (the transcript's usage not fed): `compactlens replay --config "
+    "<path> --uncalibrated` on the held-back files bills these figures"
+)
+"""How the lab measured, and how a replay reproduces it."""
 
 
 def _recommendation(rec: Recommendation | None) -> dict[str, Any]:
@@ -55,6 +60,8 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         **_recommendation(report.recommended),
         "held_back_sessions": report.held_back_files,
         "rule": rule_words(report.objective),
+        "held_back_by_file": report.held_back_by_file,
+        "estimator": ESTIMATOR_WORDS,
         "folds": report.folds,
     }
     profiles = [

@@ -89,7 +89,11 @@ def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
     its ``tool_offload_threshold``, omitted when off), with ``note`` as a comment."""
     config = spec.config or CompactorConfig()
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = f"# compactlens tune: {note}\n"
+    header = (
+        f"# compactlens tune: {note}\n"
+        f"# measured uncalibrated (bytes / 4): `compactlens replay --config {path.name} "
+        "--uncalibrated` reproduces its figures\n"
+    )
     body = tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))  # TOML has no null
     path.write_text(header + body, encoding="utf-8")
     return path

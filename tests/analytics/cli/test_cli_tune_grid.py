@@ -68,7 +68,11 @@ def _refused(done: Result, *expected: str) -> str:
         ("nan.toml", "full = [nan]\n", ("full", "nan")),
         ("negative.toml", "offload_threshold = [-100]\n", ("offload_threshold", "-100")),
         ("empty.toml", "warn = []\n", ("warn", "[]")),
-        ("no-is-not-off.toml", 'tool_offload_threshold = ["no"]\n', ("tool_offload_threshold", "'no'")),
+        (
+            "no-is-not-off.toml",
+            'tool_offload_threshold = ["no"]\n',
+            ("tool_offload_threshold", "'no'"),
+        ),
         ("true-is-not-1.json", '{"min_tail_messages": [true]}', ("min_tail_messages", "True")),
         ("string-number.toml", 'warn = "0.5"\n', ("warn", "'0.5'")),
     ],

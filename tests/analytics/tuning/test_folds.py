@@ -81,3 +81,4 @@ def test_the_spread_gives_each_fold_s_cost_of_the_recommendation_and_the_rule_s_
     costs = [r["recommended"]["cost"] for r in rows]
     assert found["spread"]["min"] == min(costs) and found["spread"]["max"] == 5.0 * len(first)
     assert found["objective"] == "cost"
+    assert found["spread_per_session"]["max"] == 5.0
