@@ -3,13 +3,17 @@
 One job at a time per app process (a second start while one runs is refused). Replays run
 inline in that thread (``workers=0``): no process pool is forked inside the server. The run
 writes its log and recommended TOML under ``<home>/tuning`` like ``compactlens tune``; this
-module only starts it and remembers what ``run_tune`` reported. The app has no login, so the
+module only starts it, remembers what ``run_tune`` reported and keeps it beside the log as
+``<run_id>-tune.json`` (``tune --json``'s object: the objective, the rule in words, the
+recommended row, the held-back files, the per-model profiles and their warnings), which the
+log itself does not hold. The app has no login, so the
 paths a page asks it to read are ``confine``d first: each must lie under the home or a folder
 the app was started with (``--allow-path``), and a folder must hold no link leading out.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -17,7 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics import TuneProgress, run_tune
+import polars as pl
+
+from analytics import TuneProgress, run_tune, tune_json
+
+SUMMARY_SUFFIX = "-tune.json"
+"""``<home>/tuning/<run_id>-tune.json``: the ``tune --json`` object of the run's last report."""
 
 SMALL_GRID: dict[str, list[Any]] = {"warn": [0.5, 0.6], "full": [0.85]}
 """Two progressive configurations: a run that finishes in seconds on a few transcripts."""
@@ -153,8 +162,56 @@ def _run(
             progress=on_progress,
         )
         job.run_id = report.run_id
+        summary = home / "tuning" / f"{report.run_id}{SUMMARY_SUFFIX}"
+        summary.write_text(json.dumps(tune_json(report), indent=1, default=str), "utf-8")
         job.recommended = str(report.recommended.path) if report.recommended else None
     except Exception as exc:  # the page shows it; the thread must end cleanly
         job.error = f"{type(exc).__name__}: {exc}"
     finally:
         job.done.set()
+
+
+def run_summary(home: Path, run_id: str) -> dict[str, Any] | None:
+    """The ``tune --json`` object kept for ``run_id`` (None: the run was not started here,
+    or its file is unreadable)."""
+    path = home / "tuning" / f"{run_id}{SUMMARY_SUFFIX}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+SHOWN = (
+    "recommended",
+    "name",
+    "kind",
+    "cost",
+    "tokens_billed",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "saved_share",
+    "turns_over_window",
+    "emergencies",
+    "artifact_retention",
+    "anchor_retention",
+    "violations",
+)
+RECOMMENDED = "◀ recommended"
+
+
+def summary_table(summary: dict[str, Any]) -> pl.DataFrame:
+    """``tune --json``'s strategies with the recommended one marked, cheapest first on the
+    run's objective."""
+    chosen = (summary.get("recommended") or {}).get("name")
+    rows = [
+        {**{k: v for k, v in s.items() if k != "config"}, "recommended": ""}
+        for s in summary["strategies"]
+    ]
+    table = pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        recommended=pl.when(pl.col("name") == chosen)
+        .then(pl.lit(RECOMMENDED))
+        .otherwise(pl.lit(""))
+    )
+    order = "cost" if summary.get("objective") == "cost" else "tokens_billed"
+    return table.sort(order).select([c for c in SHOWN if c in table.columns])

@@ -251,16 +251,20 @@ def contributors_figure(top: pl.DataFrame) -> go.Figure:
     return _layout(fig, "Top contributors before the emergency", "tokens (bytes / 4)", "message")
 
 
-def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
-    """Tuning strategies: tokens billed against artifact retention. Each strategy on the Pareto
-    front is its own trace, named in the legend (in ``pareto`` order) rather than by text on the
-    plot: front strategies sit close together, and their labels piled into one blob. The others
-    are one grey trace, named on hover only."""
+def pareto_figure(
+    strategies: pl.DataFrame, pareto: list[str], x: str = "tokens_billed", currency: str = ""
+) -> go.Figure:
+    """Tuning strategies: the objective ``x`` (``tokens_billed``, or ``cost`` in ``currency``)
+    against artifact retention. Each strategy on the Pareto front is its own trace, named in
+    the legend (in ``pareto`` order) rather than by text on the plot: front strategies sit
+    close together, and their labels piled into one blob. The others are one grey trace, named
+    on hover only."""
+    label = x.replace("_", " ")
     fig = go.Figure()
     rest = strategies.filter(~pl.col("name").is_in(pareto))
     fig.add_trace(
         go.Scatter(
-            x=rest.get_column("tokens_billed").to_list(),
+            x=rest.get_column(x).to_list(),
             y=rest.get_column("artifact_retention").to_list(),
             hovertext=rest.get_column("name").to_list(),
             hoverinfo="text+x+y",
@@ -273,7 +277,7 @@ def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
         row = strategies.filter(pl.col("name") == name)
         fig.add_trace(
             go.Scatter(
-                x=row.get_column("tokens_billed").to_list(),
+                x=row.get_column(x).to_list(),
                 y=row.get_column("artifact_retention").to_list(),
                 hovertext=[name] * row.height,
                 hoverinfo="text+x+y",
@@ -284,8 +288,8 @@ def pareto_figure(strategies: pl.DataFrame, pareto: list[str]) -> go.Figure:
         )
     fig = _layout(
         fig,
-        "Tuning: tokens billed vs artifact retention (the Pareto front named in the legend)",
-        "tokens billed",
+        f"Tuning: {label} vs artifact retention (the Pareto front named in the legend)",
+        f"{label} ({currency})" if currency else label,
         "artifact retention (0–1)",
     )
     fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1, "title": {"text": "front"}})

@@ -4,12 +4,16 @@ and a small run started from the page with live progress.
 Runs are the logs ``compactlens tune`` (or this page) writes under ``<home>/tuning``, read by
 ``load_runs``; a run's figures per strategy are ``totals`` of its held-back sessions' metrics,
 its front ``pareto_front``; the recommended configuration is the TOML the run wrote. A run
-started here is ``run_tune`` in a background thread (``app.tuning_job``).
+started here is ``run_tune`` in a background thread (``app.tuning_job``), which keeps its
+``tune --json`` object beside the log: then the table is that object's strategies (cost and
+cache reads/writes beside the tokens), with the recommended row marked, the objective, the
+rule in words, the held-back files and the per-model profiles with their warnings.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import streamlit as st
@@ -42,17 +46,52 @@ def strategy_table(trials: pl.DataFrame, run_id: str, window: int) -> pl.DataFra
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def _recommendation(summary: dict[str, Any]) -> None:
+    """The objective, the rule in words, the held-back files, the per-model profiles."""
+    rec = summary.get("recommended") or {}
+    priced = summary.get("price_profile") or "each session's model's profile"
+    st.text(f"objective: {summary.get('objective')} · priced under {priced}")
+    if rec.get("rule"):
+        st.text(f"rule: {rec['rule']}")
+    files = rec.get("held_back_sessions") or []
+    st.caption(f"Held-back transcript files ({len(files)}): the recommendation's figures")
+    if files:
+        st.dataframe(pl.DataFrame({"held-back file": files}), hide_index=True)
+    profiles = summary.get("profiles") or []
+    st.subheader(f"Per-model profiles ({len(profiles)})")
+    if profiles:
+        rows = [{k: p.get(k) for k in ("model", "sessions", "name", "path")} for p in profiles]
+        st.dataframe(pl.DataFrame(rows), hide_index=True)
+    else:
+        st.caption("None: no model had enough tuning sessions of its own (5 or more).")
+    for note in summary.get("notes") or []:
+        (st.warning if "warning" in note else st.caption)(note)
+
+
 def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
     run_id, window = str(run["run_id"]), int(str(run["window"]))
     st.text(f"run {run_id} · window {window:,} · {run['sessions']} sessions")
-    table = strategy_table(trials, run_id, window) if trials.height else pl.DataFrame()
+    summary = tuning_job.run_summary(home(), run_id)
+    if summary is not None and summary.get("strategies"):
+        table = tuning_job.summary_table(summary)
+        front = [str(n) for n in summary.get("pareto", [])]
+    else:
+        table = strategy_table(trials, run_id, window) if trials.height else pl.DataFrame()
+        front = pareto_front(table) if table.height else []
     if table.height == 0:
         st.info("This run has no finished trial on its held-back sessions yet.")
         return
-    front = pareto_front(table)
-    st.plotly_chart(pareto_figure(table, front), key=f"pareto_{run_id}")
-    st.dataframe(table.sort("tokens_billed"), hide_index=True)
+    x = "cost" if summary is not None and summary.get("objective") == "cost" else "tokens_billed"
+    st.plotly_chart(pareto_figure(table, front, x), key=f"pareto_{run_id}")
+    st.dataframe(table if summary else table.sort("tokens_billed"), hide_index=True)
     st.text("Pareto front: " + ", ".join(front))
+    if summary is not None:
+        _recommendation(summary)
+    else:
+        st.caption(
+            "This run was started from the command line: `compactlens tune PATH --json` "
+            "prints its objective, rule, recommended row, held-back files and profiles."
+        )
     toml = home() / "tuning" / f"{run_id}-recommended.toml"
     if toml.is_file():
         st.subheader("Recommended config")

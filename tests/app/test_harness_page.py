@@ -8,9 +8,11 @@ compaction) the page says how to import one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import streamlit as st
 
 from tests.app.fixtures import FixtureHome
 from tests.app.native import FILES, NativeHome, build_native_home
@@ -18,8 +20,12 @@ from tests.app.pages import link_params, open_page, shown
 
 
 @pytest.fixture(scope="module")
-def native_home(tmp_path_factory: pytest.TempPathFactory) -> NativeHome:
-    return build_native_home(tmp_path_factory.mktemp("native-home"))
+def native_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeHome]:
+    yield build_native_home(tmp_path_factory.mktemp("native-home"))
+    # close the owners this module opened (both homes'), as test_findings_pages does: a later
+    # module's release_all would otherwise leave a closed owner in the page cache
+    st.cache_resource.clear()
+    st.cache_data.clear()
 
 
 @pytest.fixture

@@ -219,7 +219,7 @@ def test_tuning_run_started_from_the_page_shows_its_front_and_config(
 
     assert not at.exception
     assert any(job.run_id and job.run_id in t.value for t in at.text)
-    assert "tokens billed vs artifact retention" in str(at.get("plotly_chart")[0].proto.spec)
+    assert "vs artifact retention" in str(at.get("plotly_chart")[0].proto.spec)
     assert any("Pareto front: " in t.value for t in at.text)
     assert len(at.get("download_button")) == 1
     assert any(c.language == "toml" for c in at.code)

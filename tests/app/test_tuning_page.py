@@ -1,0 +1,69 @@
+"""The tuning page after a run started from it (issue 18 items 4, 6): the cost column, the
+objective, the recommended row marked, the rule in words, the held-back files, the per-model
+profiles and their warnings, each compared with ``tune --json``'s object of the same run
+(``run_tune`` called again by the test: it resumes the run's log, so nothing is replayed twice).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from analytics import run_tune, tune_json
+from app import tuning_job
+from app.tuning_job import RECOMMENDED
+from tests.app.fixtures import TRANSCRIPTS, FixtureHome
+from tests.app.pages import open_page, shown
+
+
+def _started_from_the_page(fixture_home: FixtureHome) -> tuning_job.TuningJob:
+    at = open_page("tuning")
+    at.form_submit_button[0].click().run()
+    job = tuning_job.current(fixture_home.home)
+    assert job is not None
+    assert job.done.wait(180), "the tuning run did not finish"
+    assert job.error is None, job.error
+    return job
+
+
+def _expected(fixture_home: FixtureHome, job: tuning_job.TuningJob) -> dict[str, Any]:
+    report = run_tune(
+        job.paths,
+        job.window,
+        grid=tuning_job.SMALL_GRID,
+        strategies=["progressive", "masking"],
+        workers=0,
+        home=fixture_home.home,
+    )
+    assert report.run_id == job.run_id and report.evaluated == 0  # resumed, not replayed
+    return tune_json(report)
+
+
+def test_the_tuning_page_shows_cost_the_objective_and_the_recommendation_of_tune_json(
+    fixture_home: FixtureHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["app/main.py", "--allow-path", str(TRANSCRIPTS)])
+    job = _started_from_the_page(fixture_home)
+    expected = _expected(fixture_home, job)
+    assert expected["recommended"]["name"] and expected["objective"] == "cost"
+
+    at = open_page("tuning", run=str(job.run_id))
+
+    (table,) = [d.value for d in at.dataframe if "recommended" in d.value.columns]
+    costs = dict(zip(table["name"], table["cost"], strict=True))
+    assert costs == pytest.approx({s["name"]: s["cost"] for s in expected["strategies"]})
+    assert list(table["cost"]) == sorted(table["cost"])  # cheapest first on the objective
+    marked = table[table["recommended"] == RECOMMENDED]["name"].to_list()
+    assert marked == [expected["recommended"]["name"]]
+    text = shown(at)
+    assert f"objective: {expected['objective']}" in text
+    assert f"rule: {expected['recommended']['rule']}" in text
+    (files,) = [d.value for d in at.dataframe if "held-back file" in d.value.columns]
+    assert files["held-back file"].to_list() == expected["recommended"]["held_back_sessions"]
+    assert f"Per-model profiles ({len(expected['profiles'])})" in text
+    for note in expected["notes"]:
+        assert note in text
+    spec = str(at.get("plotly_chart")[0].proto.spec)
+    assert "Tuning: cost vs artifact retention" in spec
