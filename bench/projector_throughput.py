@@ -15,7 +15,9 @@ table only, no projections, so it does less work than the projector. The ratio i
 the faster of the two.
 
 Targets (issue: projector throughput): at least 50,000 events/s and at least 20x the row-by-row
-rate. Run: ``.venv/bin/python bench/projector_throughput.py`` (``--events N`` for a quick run).
+rate. Beside it, with no target, the same spool into a DuckLake on a PostgreSQL started in a
+temporary folder (``--no-lake`` skips it). Run: ``.venv/bin/python bench/projector_throughput.py``
+(``--events N`` for a quick run).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 import duckdb
 
 from analytics.replay.synthetic import generate_session
-from analytics.store import EventStore
+from analytics.store import EventStore, Lake, LakeStore
 from analytics.store.projector import Projector, parse_line
 from compactor import (
     CompactionOffloader,
@@ -268,7 +270,9 @@ def first_lines(path: Path, n: int) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=EVENTS)
-    total: int = parser.parse_args().events
+    parser.add_argument("--no-lake", action="store_true", help="skip the lake's figure")
+    args = parser.parse_args()
+    total: int = args.events
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -301,6 +305,7 @@ def main() -> int:
         )
         print("  rows: " + ", ".join(f"{t} {n:,}" for t, n in stored.items() if n))
 
+        lake_rate = lake_figure(tmp, counts.total()) if not args.no_lake else None
         sample = first_lines(tmp / "spool" / "bench-host-0.jsonl", BASELINE_EVENTS)
         auto, shape = row_by_row(
             sample[:AUTOCOMMIT_EVENTS], tmp / "auto.duckdb", one_transaction=False
@@ -321,7 +326,38 @@ def main() -> int:
         f"{'MET' if ok else 'NOT MET'} ({rate:,.0f} events/s, {ratio:.1f}x the faster baseline"
         f"{'' if complete else '; NOT every event was stored'})"
     )
+    if lake_rate is not None:
+        print(
+            f"beside it, the same spool into a DuckLake on PostgreSQL: {lake_rate:,.0f} events/s "
+            f"({lake_rate / rate:.2f}x the local file; no target)"
+        )
     return 0 if ok else 1
+
+
+def lake_figure(tmp: Path, total: int) -> float | None:
+    """Events/s of the same spool projected into a lake on a PostgreSQL started here; None
+    (said why) where PostgreSQL cannot be started."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.analytics.store.postgres import PostgresServer, PostgresUnavailableError
+
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailableError as exc:
+        print(f"\nlake: no figure ({exc})")
+        return None
+    try:
+        lake = Lake(server.database("bench"), tmp / "lake")
+        with LakeStore(lake) as store:
+            result = Projector(store, tmp / "spool").ingest()
+        complete = result.new_events == total and result.quarantined == 0
+        lake_rate = result.new_events / result.seconds
+        print(
+            f"\nlake projector: {result.new_events:,} new events in {result.seconds:.1f}s -> "
+            f"{lake_rate:,.0f} events/s{'' if complete else ' (NOT every event was stored)'}"
+        )
+        return lake_rate
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
