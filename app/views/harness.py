@@ -26,6 +26,11 @@ HOW_TO_IMPORT = (
     "conversation folder with base_state.json and events/); the format is detected."
 )
 
+SOURCES = {
+    "harness": "the harness's own count",
+    "estimated": "estimated (the harness recorded none)",
+}
+
 
 def label(number: int, entry: dict[str, Any]) -> str:
     """A native compaction as the page names it: its number, harness, trigger and tokens."""
@@ -72,7 +77,7 @@ def _entry(sid: str, number: int, entry: dict[str, Any]) -> None:
         f"artifacts kept {len(artifacts['kept']):,} of "
         f"{len(artifacts['kept']) + len(artifacts['lost']):,} · user messages kept verbatim "
         f"{users['kept']:,} of {users['kept'] + users['lost']:,} · tokens before: "
-        f"{entry['tokens_before_source'] or 'harness'}{encrypted}"
+        f"{SOURCES.get(str(entry['tokens_before_source']), SOURCES['harness'])}{encrypted}"
     )
     _listed("lost artifact", artifacts["lost"])
     _listed("file re-read after", entry["re_reads"])

@@ -6,7 +6,9 @@ the absence of Streamlit's exception box, with a screenshot each; a timeline mar
 clicked through to its diff; events spooled while the app runs appear within 5 s; script in a
 transcript stays inert; a second app on the same store says in one line who owns it. A second
 server on ``findings.build_findings_home`` shows the post-mortems, the timeline whose highest
-marker was once drawn above the plot (checked in pixels) and the pages that say why.
+marker was once drawn above the plot (checked in pixels) and the pages that say why. A third
+on ``native.build_native_home`` shows the Harness compactions page of a real Claude Code
+session, its diff links, and the page's empty state on the replay store.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tests.app.browser import (
 )
 from tests.app.findings import FindingsHome, build_findings_home
 from tests.app.fixtures import SCRIPT, TRANSCRIPTS, FixtureHome, build_home, run_hostile
+from tests.app.native import FILES, build_native_home
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 
@@ -351,3 +354,39 @@ def test_the_diff_picker_lists_effective_compactions_by_turn_tier_and_tokens(
     assert shown[0].startswith("turn ") and f"{first['tokens_before']:,} → " in shown[0]
     assert not any(len(o) == 36 and o.count("-") == 4 for o in shown)  # no bare UUIDs
     assert len(shown) <= len(truth)  # the no-ops are not offered (the list may be virtual)
+
+
+def test_the_harness_compactions_page_shows_each_compaction_and_links_its_diff(
+    served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    served.open("/harness")
+    said = page_text(served.driver, "Harness compactions", "Claude Code", "OpenHands")
+    assert "Codex" in said and not exception_boxes(served.driver)  # the replay store: none
+
+    root = tmp_path_factory.mktemp("native-browser")
+    native = build_native_home(root / "home")
+    sid = native.session_of(FILES[1])
+    entries = native.entries(sid)
+    url, process = start(native.home, root / "server.log")
+    try:
+        served.driver.get(f"{url}/harness?{urllib.parse.urlencode({'session': sid})}")
+        text = page_text(
+            served.driver, "Re-read rate per origin", f"#{len(entries)}: open its diff"
+        )
+        assert not exception_boxes(served.driver)
+        for number, entry in enumerate(entries, start=1):
+            assert (
+                f"#{number} · claude-code · {entry['trigger']} · {entry['tokens_before']:,}" in text
+            )
+        screenshot(served.driver, "harness")
+        links = served.driver.find_elements(By.PARTIAL_LINK_TEXT, "open its diff")
+        queries = [urllib.parse.urlparse(str(a.get_attribute("href"))) for a in links]
+        assert [q.path for q in queries] == ["/diff"] * len(entries)
+        assert [dict(urllib.parse.parse_qsl(q.query)) for q in queries] == [
+            {"session": sid, "compaction": e["compaction_id"]} for e in entries
+        ]
+        links[0].click()
+        page_text(served.driver, "Before:", "After:")
+        assert not exception_boxes(served.driver)
+    finally:
+        stop_app(process)
