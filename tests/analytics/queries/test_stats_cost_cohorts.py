@@ -57,7 +57,10 @@ def test_stats_gives_cost_under_each_sessions_profile_and_what_uncompacted_would
 
     assert cost["currency"] == "USD"
     assert list(cost["by_profile"]) == ["anthropic"]  # claude-sonnet-4 sessions
-    assert 0 < cost["total"] < cost["uncompacted"]
+    # compacting may cost more than not compacting once cache writes and the summariser are
+    # priced (that is what the figure is for): check the parts add up, not which is smaller
+    assert cost["total"] > 0 and cost["uncompacted"] > 0
+    assert cost["total"] == pytest.approx(cost["turns"] + cost["summarizer"])
     assert cost["cache_read_tokens"] > 10 * cost["cache_write_tokens"] > 0
     assert set(cost["by_tier"]) == {"WARN", "SOFT", "FULL", "EMERGENCY"}
     tiers = cost["by_tier"].values()
