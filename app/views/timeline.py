@@ -71,7 +71,7 @@ def _costs(sid: str) -> None:
         st.info("No turn of this session is priced yet: run `compactlens stats` to price it.")
         return
     currency = str(priced.get_column("currency").drop_nulls().first() or "USD")
-    profile = priced.get_column("profile").drop_nulls().first()
+    profile = str(priced.get_column("profile").drop_nulls().first())
     total = float(priced.get_column("cost").sum())
     st.plotly_chart(turn_cost_figure(priced, currency), key="cost_chart")
     st.caption(

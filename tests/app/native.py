@@ -40,7 +40,8 @@ class NativeHome:
         with the harness's own ``preTokens``."""
         tokens = [b["preTokens"] for b in self.boundaries[file]]
         sessions = {c["session_id"] for c in self.audit["compactions"]}
-        return next(s for s in sessions if [c["tokens_before"] for c in self.entries(s)] == tokens)
+        found = [s for s in sessions if [c["tokens_before"] for c in self.entries(s)] == tokens]
+        return str(found[0])
 
 
 def raw_boundaries(path: Path) -> list[dict[str, Any]]:
