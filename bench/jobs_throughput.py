@@ -9,6 +9,10 @@ compactions with its messages, offloads and usage. It then times each job on tho
 Part 2 builds a real store (spool -> projector) of synthetic sessions, refreshes every
 materialised job, adds ONE new session, and times the incremental refresh (target 0.5 s).
 
+Part 3 stores the same 1M compactions in a local file and in a DuckLake on a PostgreSQL started
+in a temporary folder, and times reading them as the refresh does plus the compression jobs on
+each (no target; ``--no-lake`` skips it).
+
 With ``--session-texts`` no anchor text is shared between sessions (the run prints how many
 distinct texts that makes): more texts to normalise and more distinct pairs to score.
 
@@ -37,9 +41,10 @@ from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
 from analytics.jobs.tiers import emergency_summary, tier_frequency, tier_transitions
 from analytics.jobs.timeline import billing_totals, session_timeline
+from analytics.queries.frames import compactions_frame
 from analytics.queries.materialize import refresh
 from analytics.replay.synthetic import generate_session
-from analytics.store import EventStore
+from analytics.store import EventStore, Lake, LakeStore
 from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
@@ -339,6 +344,52 @@ def part_two(n_sessions: int) -> float:
     return incremental
 
 
+def part_three(n_sessions: int) -> tuple[float, float] | None:
+    """The same 1M compactions stored in a local file and in a lake (on a PostgreSQL started
+    here): the seconds to read them as the job refresh does (``compactions_frame``) and run the
+    compression jobs on what was read, for each backend; None where PostgreSQL cannot start."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.analytics.store.postgres import PostgresServer, PostgresUnavailableError
+
+    rows = _compactions(n_sessions, np.random.default_rng(3)).drop("capture")
+    sessions = _sessions(n_sessions)
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailableError as exc:
+        print(f"\nlake: no figure ({exc})")
+        return None
+    timings = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            stores: list[EventStore] = [
+                EventStore(Path(tmp) / "compactlens.duckdb"),
+                LakeStore(Lake(server.database("jobs"), Path(tmp) / "lake")),
+            ]
+            for store in stores:
+                with store:
+                    store.con.register("bench_rows", rows)
+                    store.con.execute(
+                        "INSERT INTO compactions BY NAME SELECT * FROM bench_rows;"
+                        "INSERT INTO sessions (session_id, capture) "
+                        "SELECT DISTINCT session_id, 'full' FROM bench_rows"
+                    )
+                    store.checkpoint()
+                    t0 = time.perf_counter()
+                    frame = compactions_frame(store)
+                    compression_by_tier(frame, sessions)
+                    compression_by_tier_and_trigger(frame, sessions)
+                    timings.append(time.perf_counter() - t0)
+                    assert frame.height == rows.height, f"{store.location()}: {frame.height} rows"
+    finally:
+        server.stop()
+    local, lake = timings
+    print(
+        f"\n{rows.height:,} compactions read as the job refresh reads them, plus the "
+        f"compression jobs: local file {local:.2f} s, lake {lake:.2f} s ({lake / local:.1f}x)"
+    )
+    return local, lake
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=10_000)
@@ -348,9 +399,12 @@ def main() -> int:
         action="store_true",
         help="every session's anchor items its own text (the harder case for retention)",
     )
+    parser.add_argument("--no-lake", action="store_true", help="skip the lake's figures")
     args = parser.parse_args()
     total = part_one(args.sessions, session_texts=args.session_texts)
     incremental = part_two(args.store_sessions)
+    if not args.no_lake:
+        part_three(args.sessions)
     ok = total <= TARGET_ALL_S and incremental <= TARGET_INCREMENTAL_S
     verdict = "MET" if ok else "NOT MET"
     print(
