@@ -526,7 +526,7 @@ def test_the_usage_is_what_an_llm_summariser_would_have_read_and_written() -> No
         *exchange("c1", call("c1", "bash", command="pytest -x"), "1 failed" * 20),
     ]
     previous = PreviousCompaction(
-        anchors=[Anchor(type=AnchorType.USER_INTENT, items=["fix the test"])], summary="s" * 400
+        anchors=[Anchor(type=AnchorType.USER_INTENT, content="fix the test")], summary="s" * 400
     )
     rendered = previous.render().encode()
     transcript_bytes = sum(
