@@ -122,9 +122,9 @@ def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestRe
     started = dt.datetime.now(dt.UTC)
     if isinstance(store_location(root), Lake):
         with EventStore.for_home(root) as store:
-            result = Projector(store, root / "spool").ingest(on_ingest)
+            projected = Projector(store, root / "spool").ingest(on_ingest)
             store.rebuild_projections()
-            return IngestReport(result, quarantined_since(store, started))
+            return IngestReport(projected, quarantined_since(store, started))
     result = rebuild(root, on_ingest)
     with EventStore(root / DB_NAME, read_only=True) as store:
         quarantined = quarantined_since(store, started)

@@ -133,7 +133,8 @@ def _transaction(
 def _statements(kinds: frozenset[str], optimistic: bool, origin: Origin | None) -> tuple[str, ...]:
     if origin is not None:  # a lake: serialised, keyless, offsets by (host, spool, file)
         head: tuple[str, ...] = (SERIALISE, STAGE_CAREFUL, EVENT_SOURCES)
-        offsets, projections = LAKE_OFFSETS, lake_statements(project_sql(kinds))
+        offsets: tuple[str, ...] = LAKE_OFFSETS
+        projections = lake_statements(project_sql(kinds))
     else:
         head = (STAGE_OPTIMISTIC,) if optimistic else (STAGE_CAREFUL, EVENT_SOURCES)
         offsets = ("INSERT OR REPLACE INTO spool_offsets BY NAME SELECT * FROM incoming_offsets",)

@@ -8,6 +8,7 @@ Nothing here reads the environment (the command line's common options do) or ope
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,9 @@ def selected() -> Selection:
     return _SELECTED[0]
 
 
-def store_location(home: str | Path, selection: Selection | None = None) -> StoreLocation:
+def store_location(
+    home: str | os.PathLike[str], selection: Selection | None = None
+) -> StoreLocation:
     """The store of ``home`` under ``selection`` (default: this process's): the local file
     ``<home>/compactlens.duckdb`` when no store was named, a path as given, or a lake."""
     chosen = selection if selection is not None else selected()
@@ -114,7 +117,7 @@ def redact(url: str) -> str:
     return _PASSWORD.sub(r"\1***", url)
 
 
-def store_exists(home: str | Path) -> bool:
+def store_exists(home: str | os.PathLike[str]) -> bool:
     """Whether the selected store of ``home`` has been created: a local file must exist; a
     lake is created by whoever attaches it first, so it always counts as there."""
     where = store_location(home)

@@ -76,3 +76,19 @@ def test_the_store_can_be_chosen_by_environment_variables(lake: Backend) -> None
     with lake.open() as opened:
         assert opened.counts()["sessions"] == 1
     assert any(lake.selection.lake_data.rglob("*.parquet"))
+
+
+def test_rebuild_on_a_lake_recomputes_the_projections_from_every_hosts_events(
+    lake: Backend, tmp_path: Path
+) -> None:
+    assert lake.selection.store and lake.selection.lake_data
+    store = ["--store", lake.selection.store, "--lake-data", str(lake.selection.lake_data)]
+    run_session(lake.home, SpoolSink(lake.home / "spool"), 11)
+    other = tmp_path / "other-host"
+    run_session(other, SpoolSink(other / "spool"), 12)
+    assert cli("ingest", "--home", str(other), *store).returncode == 0
+    rebuilt = cli("rebuild", "--home", str(lake.home), *store)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    with lake.open() as opened:
+        assert opened.counts()["sessions"] == 2  # the other host's session is still there
+        assert opened.counts()["compactions"] > 0
