@@ -164,7 +164,9 @@ def test_clicking_a_marker_on_the_chart_opens_its_diff(served: Served) -> None:
     sid = served.session("django")
     served.open("/timeline", session=sid)
     page_text(served.driver, "· SOFT ·")
-    markers = served.driver.find_elements(By.CSS_SELECTOR, "g.trace.scatter path.point")
+    # the first chart is the timeline (the cost chart below it has scatter points too)
+    timeline = served.driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")[0]
+    markers = timeline.find_elements(By.CSS_SELECTOR, "g.trace.scatter path.point")
     assert markers, "no compaction marker drawn"
 
     ActionChains(served.driver).move_to_element(markers[-1]).click().perform()
