@@ -13,7 +13,7 @@ keyed by the assistant message's index. Nothing here reads files.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,17 +34,7 @@ TranscriptFormat = Literal[
 ``codex`` is a Codex rollout JSONL, ``openhands-v0`` an OpenHands V0 event list (trajectory
 export), ``openhands-sdk`` an OpenHands SDK conversation folder."""
 
-FORMATS: tuple[TranscriptFormat, ...] = (
-    "openai",
-    "claude-code",
-    "swe-agent",
-    "mini-swe-agent",
-    "aider",
-    "harness9-records",
-    "codex",
-    "openhands-v0",
-    "openhands-sdk",
-)
+FORMATS: tuple[TranscriptFormat, ...] = get_args(TranscriptFormat)
 
 Harness = Literal["claude-code", "codex", "openhands"]
 ViewRef = int | Message

@@ -39,6 +39,8 @@ from analytics.store.schema import (
 )
 from analytics.store.sql import TABLES
 
+POSITIONS_SQL = "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
+"""Each spool file's committed position and the fingerprint there."""
 CHECKPOINT_THRESHOLD = "1GB"
 """How large the write-ahead log may grow before DuckDB checkpoints on its own; the projector
 checkpoints explicitly after each ingest instead."""
@@ -165,9 +167,10 @@ class EventStore:
     def positions(self, spool: str | os.PathLike[str] | None = None) -> dict[str, SpoolPosition]:
         """Spool file name (as stored) -> how far it was read, with the fingerprint there. The
         local file serves one spool, so ``spool`` (which one, on a lake) is not needed here."""
-        rows = self.con.execute(
-            "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
-        ).fetchall()
+        return self._positions(POSITIONS_SQL, [])
+
+    def _positions(self, sql: str, params: list[str]) -> dict[str, SpoolPosition]:
+        rows = self.con.execute(sql, params).fetchall()
         return {r[0]: SpoolPosition(int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
 
     def commit_batch(

@@ -25,7 +25,7 @@ from analytics.errors import StoreError
 from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
 from analytics.store.commits import Committed, Origin, commit, reproject, retry_conflicts
 from analytics.store.diagnosis import first_line
-from analytics.store.eventstore import LAKE_OPENER, EventStore
+from analytics.store.eventstore import LAKE_OPENER, POSITIONS_SQL, EventStore
 from analytics.store.files import PRIVATE_UMASK
 from analytics.store.location import Lake, redact
 from analytics.store.schema import check_schema, create_schema, main_tables, schema_row
@@ -168,13 +168,10 @@ class LakeStore(EventStore):
     def positions(self, spool: str | os.PathLike[str] | None = None) -> dict[str, SpoolPosition]:
         """This host's offsets in ``spool``; with None, every row (a file name that several
         hosts or folders share appears once: read ``spool_offsets`` to see them all)."""
-        sql = "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spool_offsets"
-        params: list[str] = []
-        if spool is not None:
-            sql += " WHERE host = ? AND spool = ?"
-            params = [self.host, _spool_key(spool)]
-        rows = self.con.execute(sql, params).fetchall()
-        return {r[0]: SpoolPosition(int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
+        if spool is None:
+            return self._positions(POSITIONS_SQL, [])
+        where = " WHERE host = ? AND spool = ?"
+        return self._positions(POSITIONS_SQL + where, [self.host, _spool_key(spool)])
 
     def commit_batch(
         self,
