@@ -1,12 +1,12 @@
 """Writing to the store: one batch of events, its quarantined lines and offsets per transaction.
 
-A batch's new events, the lines quarantined while reading it (a line stored before, by source,
-byte offset and hash, is not stored again) and the spool positions after it are committed in
-ONE transaction, and the projections are applied to that batch inside it, so a crash loses
-nothing and duplicates nothing. ``reproject`` recomputes every projection from the events table.
-On a lake (``lake=True``) the same transaction runs as ``lake_sql`` rewrites it, serialised
-with every other commit to the lake and retried when DuckLake reports a conflict. The functions
-take an open connection; errors are the caller's to diagnose.
+A batch's new events, the lines quarantined while reading it (a line stored before, by the host
+that read it, its source, byte offset and hash, is not stored again) and the spool positions
+after it are committed in ONE transaction, and the projections are applied to that batch inside
+it, so a crash loses nothing and duplicates nothing. ``reproject`` recomputes every projection
+from the events table. On a lake (``lake=True``) the same transaction runs as ``lake_sql``
+rewrites it, serialised with every other commit to the lake and retried when DuckLake reports a
+conflict. The functions take an open connection; errors are the caller's to diagnose.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import random
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,11 @@ CONFLICT_WAIT_S = 0.005
 CONFLICT_MAX_WAIT_S = 0.25
 
 
+def this_host() -> str:
+    """The host name a store keys this process's offsets (on a lake) and quarantined lines by."""
+    return socket.gethostname() or "localhost"
+
+
 @dataclass(frozen=True)
 class Origin:
     """Whose spool a lake commit's offsets belong to: the host and its spool folder."""
@@ -74,32 +80,43 @@ def commit(
     quarantined: Sequence[QuarantinedLine],
     positions: Positions,
     *,
+    host: str | None = None,
     origin: Origin | None = None,
 ) -> Committed:
     """Insert new events (an event_id already stored, or repeated within the batch, is
-    skipped), quarantine new lines, advance positions and project, all in one transaction.
-    With an ``origin`` the connection is a lake's: see ``commit_to_lake``."""
+    skipped), quarantine new lines (under ``host``, default this one), advance positions and
+    project, all in one transaction. With an ``origin`` the connection is a lake's (its host
+    is the quarantine's): see ``commit_to_lake``."""
     incoming = events.to_arrow()
     kinds = events.kinds()
     if origin is not None:
         return commit_to_lake(con, incoming, kinds, quarantined, positions, origin)
+    bad = _Quarantine(quarantined, host or this_host())
     # Optimistic first: a batch of distinct ids usually has none stored yet, so a plain
     # INSERT (the primary key still guards) suffices. A stored id aborts that try; the
     # careful path then runs instead.
     optimistic = len(set(events.event_id)) == len(events)
     try:
-        return _transaction(con, incoming, kinds, quarantined, positions, optimistic=optimistic)
+        return _transaction(con, incoming, kinds, bad, positions, optimistic=optimistic)
     except duckdb.ConstraintException:
         if not optimistic:
             raise
-    return _transaction(con, incoming, kinds, quarantined, positions, optimistic=False)
+    return _transaction(con, incoming, kinds, bad, positions, optimistic=False)
+
+
+@dataclass(frozen=True)
+class _Quarantine:
+    """A commit's quarantined lines and the host that read them (part of their key)."""
+
+    lines: Sequence[QuarantinedLine]
+    host: str
 
 
 def _transaction(
     con: duckdb.DuckDBPyConnection,
     incoming: pa.Table,
     kinds: frozenset[str],
-    quarantined: Sequence[QuarantinedLine],
+    quarantined: _Quarantine,
     positions: Positions,
     *,
     optimistic: bool,
@@ -161,10 +178,9 @@ def commit_to_lake(
 ) -> Committed:
     """The commit on a lake: the anti-join decides what is new, and a commit that lost a
     conflict to another writer is run again whole (it then sees what that writer stored)."""
+    bad = _Quarantine(quarantined, origin.host)
     return retry_conflicts(
-        lambda: _transaction(
-            con, incoming, kinds, quarantined, positions, optimistic=False, origin=origin
-        )
+        lambda: _transaction(con, incoming, kinds, bad, positions, optimistic=False, origin=origin)
     )
 
 
@@ -183,9 +199,10 @@ def retry_conflicts(attempt: Callable[[], T]) -> T:
 
 _NEW_QUARANTINE = """CREATE OR REPLACE TEMP TABLE batch_quarantine AS
     SELECT * FROM incoming_quarantine
-    ANTI JOIN quarantine USING (source, byte_offset, raw_sha256)"""
+    ANTI JOIN quarantine USING (host, source, byte_offset, raw_sha256)"""
 """The quarantined lines of this commit not stored before (a file read again from the start
-brings its bad lines again)."""
+brings its bad lines again). The host is part of the key: two hosts' spool files of the same
+name with the same bad bytes at the same offset are two lines, as their offsets are two rows."""
 
 
 def reproject(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> None:
@@ -221,7 +238,8 @@ def _offsets_table(positions: Positions, now: dt.datetime) -> pa.Table:
     )
 
 
-def _quarantine_table(lines: Sequence[QuarantinedLine], now: dt.datetime) -> pa.Table:
+def _quarantine_table(quarantined: _Quarantine, now: dt.datetime) -> pa.Table:
+    lines = quarantined.lines
     return pa.table(
         {
             "source": pa.array([q.source for q in lines], pa.string()),
@@ -231,5 +249,6 @@ def _quarantine_table(lines: Sequence[QuarantinedLine], now: dt.datetime) -> pa.
             "quarantined_at": pa.array([now] * len(lines), pa.timestamp("us", tz="UTC")),
             "byte_offset": pa.array([q.byte_offset for q in lines], pa.int64()),
             "raw_sha256": pa.array([q.raw_sha256 for q in lines], pa.string()),
+            "host": pa.array([quarantined.host] * len(lines), pa.string()),
         }
     )

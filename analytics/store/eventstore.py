@@ -20,7 +20,7 @@ import polars as pl
 
 from analytics.errors import StoreError
 from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
-from analytics.store.commits import Committed, commit, reproject
+from analytics.store.commits import Committed, commit, reproject, this_host
 from analytics.store.diagnosis import diagnose, failure
 from analytics.store.export import export_parquet
 from analytics.store.files import (
@@ -71,9 +71,12 @@ class EventStore:
         *,
         read_only: bool = False,
         owner_lock: OwnerLock | None = None,
+        host: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self.host = host or this_host()
+        """Who reads the spool: quarantined lines are keyed by it (as on a lake)."""
         if read_only and not self.path.exists():
             raise StoreError(
                 f"{self.path} does not exist yet: run `compactlens ingest` first", str(self.path)
@@ -184,7 +187,7 @@ class EventStore:
         """Commit one batch (``commits.commit``): events, new quarantined lines, positions
         (of files in ``spool``, the folder that a lake keys them by)."""
         try:
-            return commit(self.con, events, quarantined, positions)
+            return commit(self.con, events, quarantined, positions, host=self.host)
         except duckdb.Error as exc:
             raise self._failure(exc, "writing a batch") from exc
 

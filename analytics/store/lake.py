@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.resources
 import os
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +22,14 @@ import duckdb
 
 from analytics.errors import StoreError
 from analytics.store.batch import EventBatch, QuarantinedLine, SpoolPosition
-from analytics.store.commits import Committed, Origin, commit, reproject, retry_conflicts
+from analytics.store.commits import (
+    Committed,
+    Origin,
+    commit,
+    reproject,
+    retry_conflicts,
+    this_host,
+)
 from analytics.store.diagnosis import first_line
 from analytics.store.eventstore import LAKE_OPENER, POSITIONS_SQL, EventStore
 from analytics.store.files import PRIVATE_UMASK
@@ -67,10 +73,6 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
     for package, name in EXTENSIONS:
         path = extension_file(package, name)
         con.execute(f"INSTALL '{_sql_str(str(path))}'; LOAD {name}")
-
-
-def this_host() -> str:
-    return socket.gethostname() or "localhost"
 
 
 class LakeStore(EventStore):

@@ -3,8 +3,8 @@
 It reads each spool file from its last committed offset, stops at the last complete line (a torn
 last line is read once it is completed), validates each line (``lines``), and commits valid
 events, quarantined lines and the new offsets in one transaction. Replaying the same spool is a
-no-op (unique ``event_id``; quarantined lines keyed by file, offset and hash). Each offset keeps
-a fingerprint (the file's inode and a hash of the bytes just before it): a file replaced, or
+no-op (unique ``event_id``; quarantined lines keyed by host, file, offset and hash). Each offset
+keeps a fingerprint (the file's inode and a hash of the bytes just before it): a file replaced, or
 truncated and rewritten past its offset, is read again from the start. Only regular files
 directly in the spool folder are read (``spoolfiles``); a file that cannot be read now is
 skipped with a line in the result and tried again on the next pass. It is the single owner of

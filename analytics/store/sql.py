@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS spool_offsets (
 CREATE TABLE IF NOT EXISTS quarantine (
     source VARCHAR NOT NULL, line BIGINT, reason VARCHAR, raw VARCHAR,
     quarantined_at TIMESTAMPTZ, byte_offset BIGINT NOT NULL, raw_sha256 VARCHAR NOT NULL,
-    PRIMARY KEY (source, byte_offset, raw_sha256));
+    host VARCHAR NOT NULL, PRIMARY KEY (host, source, byte_offset, raw_sha256));
 """
 
 PROJECTION_DDL = """
