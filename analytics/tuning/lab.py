@@ -36,6 +36,7 @@ from analytics.tuning.metrics import SessionMetrics
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import (
     Recommendation,
+    budget_warnings,
     figures_table,
     model_profiles,
     profile_warnings,
@@ -345,7 +346,11 @@ def run_tune(
         chosen = log.done[report.recommended.key].metrics
         files = {s.session_id: s.source_path for s in sessions if s.session_id in held}
         report.held_back_by_file = figures_by_file(chosen, files)
-    report.notes = [*plan.notes, *profile_warnings(report.profiles, len(tune_ids))]
+    report.notes = [
+        *plan.notes,
+        *budget_warnings(report.recommended, report.profiles),
+        *profile_warnings(report.profiles, len(tune_ids)),
+    ]
     return report
 
 
@@ -370,13 +375,12 @@ def _report(
 ) -> TuneReport:
     tune_ids, held_ids = split.tune, split.held
     table = figures_table(results, set(held_ids), window)
-    progressive = {k: v for k, v in results.items() if v[0].kind == "progressive"}
     folder = home / "tuning"
     rec_path = folder / f"{run_id}-recommended.toml"
     tune, held = set(tune_ids), set(held_ids)
-    chosen = recommend(progressive, tune, held, window, rec_path, objective=objective)
-    profiles = model_profiles(progressive, tune, held, window, folder, run_id, objective)
-    folds = fold_spread(progressive, split, chosen.key, window, objective) if chosen else None
+    chosen = recommend(results, tune, held, window, rec_path, objective=objective)
+    profiles = model_profiles(results, tune, held, window, folder, run_id, objective)
+    folds = fold_spread(results, split, chosen.key, window, objective) if chosen else None
     return TuneReport(
         run_id=run_id,
         window=window,

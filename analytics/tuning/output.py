@@ -47,6 +47,12 @@ def _recommendation(rec: Recommendation | None) -> dict[str, Any]:
         "held_back": (
             {k: v for k, v in rec.held_back.items() if k != "wall_time_s"} if rec else None
         ),
+        # the cheapest baseline on the tuning sessions, which the rule kept the choice within
+        "baseline": (
+            {"name": rec.budget.name, rec.column: rec.budget.value, "within": rec.within_budget}
+            if rec and rec.budget
+            else None
+        ),
     }
 
 

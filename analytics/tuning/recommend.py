@@ -1,12 +1,16 @@
 """Cross-validated recommendation: choose on the tuning sessions, report on the held-back ones.
 
-Sessions are split by transcript file (``analytics.tuning.folds``; about 30% held back).
-Among the progressive trials feasible on the tuning sessions (no turn over the window, no
-violation), the recommendation is the one billing the fewest tokens whose artifact retention is
-within ``RETENTION_SLACK`` of the best feasible retention. It is written as a TOML file of
+Sessions are split by transcript file (``analytics.tuning.folds``; about 30% held back). The
+rule (``rule_words``): among the progressive trials feasible on the tuning sessions (no turn over
+the window, no violation), those that cost (or bill, under ``--objective tokens``) no more than
+the cheapest feasible *baseline* (the library defaults and the rival strategies: what a user
+would otherwise run) compete: the cheapest of those within ``RETENTION_SLACK`` of their best
+artifact retention wins; when none is that cheap, the cheapest feasible trial is chosen and
+the report says so. A recommendation never
+asks a user to pay more than the alternative for less. It is written as a TOML file of
 ``CompactorConfig`` fields (what ``--config`` and ``CompactorConfig`` load), tool-time offload
-included (``tool_offload_threshold``). A profile per model is chosen the
-same way on each model's own tuning sessions when enough sessions name that model.
+included (``tool_offload_threshold``). A profile per model is chosen the same way on each
+model's own tuning sessions when enough sessions name that model.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from compactor import CompactorConfig
 
 HELD_BACK_SHARE = 0.3
 RETENTION_SLACK = 0.02
+"""Within the baseline's cost, configs this close to the best artifact retention count as equal,
+and the cheapest of them wins."""
 MIN_PROFILE_SESSIONS = 5
 """A model needs this many tuning sessions for a profile of its own."""
 FEW_PROFILE_SESSIONS = 20
@@ -43,32 +49,58 @@ def figures_table(
     rows: list[dict[str, Any]] = []
     for key, (spec, metrics) in trials.items():
         chosen = [m for m in metrics if m.session_id in session_ids]
-        rows.append({"key": key, "name": spec.name, "kind": spec.kind, **totals(chosen, window)})
+        row = {"key": key, "name": spec.name, "kind": spec.kind, "baseline": is_baseline(spec)}
+        rows.append({**row, **totals(chosen, window)})
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def is_baseline(spec: StrategySpec) -> bool:
+    """A rival strategy, or the progressive compactor with the library's default config."""
+    return spec.kind != "progressive" or (spec.config or CompactorConfig()) == CompactorConfig()
 
 
 def rule_words(objective: str) -> str:
     """The recommendation rule in words."""
-    cheapest = (
-        "cheapest config by cost" if objective == "cost" else "config billing the fewest tokens"
-    )
+    dear = "cost" if objective == "cost" else "bill in tokens"
     return (
-        f"the {cheapest} whose artifact retention is within {RETENTION_SLACK:g} of the best, "
-        "among progressive configs with 0 turns over the window and no violations, chosen on "
-        "the tuning sessions and reported on the held-back ones"
+        f"among progressive configs that {dear} no more than the cheapest baseline (library "
+        "defaults and rival strategies), all with 0 turns over the window and no violations, "
+        f"the cheapest whose artifact retention is within {RETENTION_SLACK:g} of the best of "
+        "them (the cheapest progressive config when none is that cheap); chosen on the tuning "
+        "sessions and reported on the held-back ones"
     )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The cheapest feasible baseline of a table: what a recommendation must not exceed."""
+
+    name: str
+    value: float
+
+
+def budget(table: pl.DataFrame, objective: str = "tokens") -> Budget | None:
+    """The cheapest feasible baseline row by ``objective`` (None when no baseline is feasible)."""
+    column = OBJECTIVE_COLUMNS[objective]
+    base = feasible(table.filter(pl.col("baseline"))).sort(column, "name")
+    if base.height == 0:
+        return None
+    return Budget(str(base["name"][0]), float(base[column][0]))
 
 
 def choose(table: pl.DataFrame, objective: str = "tokens") -> str | None:
     """The key of the recommended progressive trial in ``table`` (None if none is feasible):
     see ``rule_words``."""
+    column = OBJECTIVE_COLUMNS[objective]
     pool = feasible(table.filter(pl.col("kind") == "progressive"))
     if pool.height == 0:
         return None
-    best = float(pool["artifact_retention"].max())  # type: ignore[arg-type]
-    good = pool.filter(pl.col("artifact_retention") >= best - RETENTION_SLACK)
-    key: str = good.sort(OBJECTIVE_COLUMNS[objective], "name")["key"][0]
-    return key
+    limit = budget(table, objective)
+    within = pool.filter(pl.col(column) <= limit.value) if limit else pool.clear()
+    if within.height:
+        best = float(within["artifact_retention"].max())  # type: ignore[arg-type]
+        pool = within.filter(pl.col("artifact_retention") >= best - RETENTION_SLACK)
+    return str(pool.sort(column, "name")["key"][0])
 
 
 @dataclass(frozen=True)
@@ -82,6 +114,15 @@ class Recommendation:
     tune: dict[str, Any]
     held_back: dict[str, Any]
     model: str = ""
+    budget: Budget | None = None
+    """The cheapest baseline on the tuning sessions, which the choice had to stay within."""
+    column: str = "tokens_billed"
+    """The figure the rule minimised (``cost`` or ``tokens_billed``)."""
+
+    @property
+    def within_budget(self) -> bool:
+        """Whether it is no dearer than the cheapest baseline on the tuning sessions."""
+        return self.budget is None or float(self.tune[self.column]) <= self.budget.value
 
 
 def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
@@ -125,7 +166,8 @@ def recommend(
     tune_table = figures_table(trials, tune_ids, window)
     key = choose(tune_table, objective) if tune_table.height else None
     column = OBJECTIVE_COLUMNS[objective]
-    if key is None or (distinct and tune_table[column].n_unique() < 2):
+    compared = tune_table.filter(pl.col("kind") == "progressive")[column]
+    if key is None or (distinct and compared.n_unique() < 2):
         return None
     spec, metrics = trials[key]
     held_rows = [m for m in metrics if m.session_id in held_ids]
@@ -139,6 +181,8 @@ def recommend(
         tune=tune_table.filter(pl.col("key") == key).to_dicts()[0],
         held_back=totals(held_rows, window),
         model=model,
+        budget=budget(tune_table, objective),
+        column=column,
     )
 
 
@@ -180,6 +224,25 @@ def model_profiles(
         if found is not None:
             out.append(found)
     return out
+
+
+def budget_warnings(
+    rec: Recommendation | None, profiles: Sequence[Recommendation] = ()
+) -> list[str]:
+    """A warning for each recommendation no progressive config could keep within its baseline's
+    figure on the tuning sessions (it is then merely the cheapest progressive config)."""
+    lines = []
+    for found in [*([rec] if rec else []), *profiles]:
+        if found.budget is None or found.within_budget:
+            continue
+        scope = f"for model {found.model}" if found.model else "overall"
+        lines.append(
+            f"warning: no progressive config in this run was as cheap as the baseline "
+            f"{found.budget.name} ({found.column} {found.budget.value:,.4g}) on the tuning "
+            f"sessions; the recommendation {scope} ({found.name}) is the cheapest progressive "
+            "one: widen the grid (e.g. later soft/full, soft_min_gain = 1) or keep the baseline"
+        )
+    return lines
 
 
 def profile_warnings(profiles: Sequence[Recommendation], tune_sessions: int) -> list[str]:

@@ -47,13 +47,17 @@ STRATEGY_KINDS: tuple[StrategyKind, ...] = (
 
 DEFAULT_GRID: dict[str, list[Any]] = {
     "warn": [0.4, 0.6],
-    "soft": [0.7, 0.8],
-    "full": [0.85, 0.9],
+    "soft": [0.7, 0.835],
+    "full": [0.85, 0.92],
+    "soft_min_gain": [0.05, 1.0],
     "min_tail_messages": [4, 8],
     "offload_threshold": [1000, 4000],
     "tool_offload_threshold": [None, 4000],
 }
-"""The default grid: 64 configurations (each list crossed with every other)."""
+"""The default grid: 128 configurations (each list crossed with every other). Soft at 83.5% and
+``soft_min_gain = 1`` (Soft summarises the whole head, not its older half) reach the configs
+that compact rarely and deeply: under a prompt cache those are the cheap ones, as each
+compaction turns the next prompt into a cache write."""
 
 
 class StrategySpec(BaseModel):

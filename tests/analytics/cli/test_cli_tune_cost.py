@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
+from compactor import CompactorConfig
 from tests.transcripts import TRANSCRIPTS
 
 MINI = TRANSCRIPTS / "mini-swe-agent"
@@ -52,15 +53,23 @@ def test_every_strategy_has_a_cost_and_its_cache_split(priced: tuple[dict[str, A
     assert found["price_profile"] == "deepseek" and found["objective"] == "cost"
 
 
-def test_the_recommendation_is_the_cheapest_feasible_config_by_cost(
+def test_the_recommendation_is_kept_within_the_cheapest_baselines_cost(
     priced: tuple[dict[str, Any], str],
 ) -> None:
     found, _err = priced
     rec = found["recommended"]
-    assert "cheapest config by cost" in rec["rule"] and "0.02" in rec["rule"]
+    assert "cost no more than the cheapest baseline" in rec["rule"]
+    baseline = rec["baseline"]
+    defaults = next(r["name"] for r in found["strategies"] if r["config"] == _defaults())
+    assert baseline["name"] in {"no-compaction", defaults}
+    assert baseline["within"] is True and baseline["cost"] > 0
     front = {r["name"]: r for r in found["strategies"] if r["name"] in found["pareto"]}
     cheapest = min(front.values(), key=lambda r: r["cost"])
     assert cheapest["cost"] <= min(r["cost"] for r in found["strategies"])
+
+
+def _defaults() -> dict[str, Any]:
+    return CompactorConfig().model_dump(mode="json")
 
 
 def test_the_held_back_sessions_are_named_by_their_transcript_files(

@@ -8,24 +8,94 @@ import polars as pl
 
 from analytics.cli.commands import load_config
 from analytics.tuning import SessionMetrics, StrategySpec
-from analytics.tuning.recommend import choose, model_profiles, recommend
+from analytics.tuning.recommend import (
+    Budget,
+    budget,
+    budget_warnings,
+    choose,
+    is_baseline,
+    model_profiles,
+    recommend,
+)
 from compactor import CompactorConfig
 
 
-def test_choice_is_the_cheapest_feasible_config_within_the_retention_slack() -> None:
-    table = pl.DataFrame(
+def _table(rows: list[tuple[str, str, bool, int, float, int]]) -> pl.DataFrame:
+    """(key, kind, baseline, cost, artifact retention, turns over the window) per row."""
+    return pl.DataFrame(
         {
-            "key": ["p1", "p2", "p3", "p4", "m"],
-            "name": ["p1", "p2", "p3", "p4", "m"],
-            "kind": ["progressive"] * 4 + ["masking"],
-            "tokens_billed": [100, 90, 80, 10, 5],
-            "artifact_retention": [0.80, 0.79, 0.50, 0.90, 1.0],
-            "turns_over_window": [0, 0, 0, 2, 0],
-            "violations": [0, 0, 0, 0, 0],
+            "key": [r[0] for r in rows],
+            "name": [r[0] for r in rows],
+            "kind": [r[1] for r in rows],
+            "baseline": [r[2] for r in rows],
+            "cost": [float(r[3]) for r in rows],
+            "tokens_billed": [r[3] * 10 for r in rows],
+            "artifact_retention": [r[4] for r in rows],
+            "turns_over_window": [r[5] for r in rows],
+            "violations": [0] * len(rows),
         }
     )
-    assert choose(table) == "p2"
-    assert choose(table.filter(pl.col("key") == "p4")) is None
+
+
+def test_choice_keeps_the_most_within_the_cheapest_baselines_cost() -> None:
+    table = _table(
+        [
+            ("defaults", "progressive", True, 100, 0.95, 0),
+            ("thr", "threshold", True, 80, 0.70, 0),
+            ("mask", "masking", True, 5, 1.0, 3),  # over the window: no baseline
+            ("p-keeps", "progressive", False, 90, 0.99, 0),  # dearer than thr
+            ("p-cheap", "progressive", False, 60, 0.72, 0),
+            ("p-best", "progressive", False, 79, 0.85, 0),
+            ("p-near", "progressive", False, 70, 0.84, 0),  # as good, within the slack
+            ("p-over", "progressive", False, 10, 0.99, 2),
+        ]
+    )
+
+    assert choose(table, "cost") == "p-near"
+    assert budget(table, "cost") == Budget("thr", 80.0)
+    # the same on tokens, which here rank the same way
+    assert choose(table, "tokens") == "p-near"
+    assert choose(table.filter(pl.col("key") != "p-near"), "cost") == "p-best"
+
+
+def test_when_no_config_is_as_cheap_as_a_baseline_the_cheapest_is_chosen() -> None:
+    table = _table(
+        [
+            ("thr", "threshold", True, 50, 0.70, 0),
+            ("p1", "progressive", False, 90, 0.99, 0),
+            ("p2", "progressive", False, 70, 0.80, 0),
+        ]
+    )
+    assert choose(table, "cost") == "p2"
+    assert (
+        choose(
+            table.filter(pl.col("key") != "p2").with_columns(turns_over_window=pl.lit(1)), "cost"
+        )
+        is None
+    )
+
+
+def test_an_over_budget_recommendation_is_said_aloud(tmp_path: Path) -> None:
+    spec = StrategySpec(kind="progressive", config=CompactorConfig(warn=0.55, fallback_target=0.4))
+    rival = StrategySpec(kind="threshold", params={"fraction": 0.9})
+    trials = {
+        "p": (spec, [_metrics("t1", 20), _metrics("h1", 20)]),
+        "r": (rival, [_metrics("t1", 10), _metrics("h1", 10)]),
+    }
+    found = recommend(trials, {"t1"}, {"h1"}, 1000, tmp_path / "rec.toml")
+    assert found is not None and found.key == "p"
+    assert found.budget == Budget(rival.name, 10.0) and not found.within_budget
+    (line,) = budget_warnings(found)
+    assert rival.name in line and spec.name in line
+
+
+def test_the_library_defaults_are_a_baseline_and_a_grid_config_is_not() -> None:
+    assert is_baseline(StrategySpec(kind="progressive"))
+    assert is_baseline(StrategySpec(kind="progressive", config=CompactorConfig()))
+    assert is_baseline(StrategySpec(kind="no-compaction"))
+    assert not is_baseline(
+        StrategySpec(kind="progressive", config=CompactorConfig(soft_min_gain=1.0))
+    )
 
 
 def _metrics(sid: str, billed: int, model: str = "m") -> SessionMetrics:

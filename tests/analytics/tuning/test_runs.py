@@ -14,7 +14,15 @@ import polars as pl
 import pytest
 
 from analytics.cli.commands import load_config
-from analytics.tuning import STRATEGY_KEYS, TuneReport, load_grid, load_runs, run_tune, tune_json
+from analytics.tuning import (
+    DEFAULT_GRID,
+    STRATEGY_KEYS,
+    TuneReport,
+    load_grid,
+    load_runs,
+    run_tune,
+    tune_json,
+)
 from compactor import Message, ToolCall, messages_to_openai
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -151,7 +159,7 @@ def test_grid_file_overrides_the_default_grid(tmp_path: Path) -> None:
     grid = load_grid(path)
     assert grid["warn"] == [0.5]
     assert grid["tool_offload_threshold"] == [None, 2000]  # false is off: TOML has no null
-    assert grid["soft"] == [0.7, 0.8]  # from the default grid
+    assert grid["soft"] == DEFAULT_GRID["soft"]  # from the default grid
     path.write_text("wran = [0.5]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="wran"):
         load_grid(path)
