@@ -1,7 +1,8 @@
 """The analysis commands: ``stats``, ``retention``, ``postmortem`` and ``report``.
 
 Each opens the store as its owner, brings the materialised jobs up to date (only sessions whose
-events changed are recomputed), then prints a table or, with ``--json``, the SPEC 5.3 object.
+events changed are recomputed; with ``--dask ADDRESS`` computed on that Dask cluster, the store
+still read and written here), then prints a table or, with ``--json``, the SPEC 5.3 object.
 The figures come from ``analytics.queries.stats``, ``analytics.queries.findings`` and
 ``analytics.report.html``; this module parses options and prints.
 """
@@ -50,15 +51,24 @@ from analytics.tuning.prices import PriceProfileError, resolve_profile
 from analytics.tuning.specs import MAX_TRIALS, GridError
 
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout")]
+DaskOption = Annotated[
+    str | None,
+    typer.Option(help="A Dask scheduler address (tcp://HOST:PORT) to compute on"),
+]
+"""``tune`` replays on that cluster; the analysis commands compute the changed sessions' jobs
+there (the store is still read and written by this process)."""
 SessionArgument = Annotated[
     str | None, typer.Argument(help="One session id (default: every session)")
 ]
 
 
 @contextmanager
-def analysed(root: Path, extra: Sequence[Job] = ()) -> Iterator[EventStore]:
+def analysed(
+    root: Path, extra: Sequence[Job] = (), *, dask: str | None = None
+) -> Iterator[EventStore]:
     """The store of ``root``, opened as its owner, with every job's results up to date (and
-    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``)."""
+    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``), computed on the
+    Dask cluster at ``dask`` when given."""
     db = root / DB_NAME
     if not store_exists(root):  # a lake is always there
         raise StoreError(
@@ -68,7 +78,7 @@ def analysed(root: Path, extra: Sequence[Job] = ()) -> Iterator[EventStore]:
         )
     with EventStore.for_home(root) as store:
         with err_console.status("updating the analysis of changed sessions…"):
-            refresh(store, (*JOBS, *extra))
+            refresh(store, (*JOBS, *extra), dask=dask)
         yield store
 
 
@@ -98,12 +108,13 @@ def stats(
     home: HomeOption = None,
     by: ByOption = None,
     price_profile: PriceProfileOption = None,
+    dask: DaskOption = None,
 ) -> None:
     """Headline figures of every job: compactions, compression, emergencies, retention, cost."""
     keys = _cohort_keys(by)
     profile = _profile(price_profile)
     root = resolve_home(home, write=False)
-    with handled(), analysed(root) as store:
+    with handled(), analysed(root, dask=dask) as store:
         figures = fleet_stats(store, root / "spool", price_profile=profile, by=keys)
     if as_json:
         _emit(figures)
@@ -119,11 +130,14 @@ def _profile(value: str | None) -> PriceProfile | None:
 
 
 def retention(
-    session: SessionArgument = None, as_json: JsonOption = False, home: HomeOption = None
+    session: SessionArgument = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+    dask: DaskOption = None,
 ) -> None:
     """Anchor retention item by item, and the silent drops of intent and decisions."""
     root = resolve_home(home, write=False)
-    with handled(), analysed(root) as store:
+    with handled(), analysed(root, dask=dask) as store:
         found = retention_json(store, session)
     if as_json:
         _emit(found)
@@ -142,11 +156,12 @@ def postmortem(
             help="Replay each emergency's lead-up under single config changes",
         ),
     ] = True,
+    dask: DaskOption = None,
 ) -> None:
     """Emergency post-mortems: lead-up, what pushed it over, what was lost, what would help."""
     root = resolve_home(home, write=False)
     extra = (COUNTERFACTUAL_JOB,) if counterfactuals else ()
-    with handled(), analysed(root, extra) as store:
+    with handled(), analysed(root, extra, dask=dask) as store:
         found = postmortem_json(store, session, counterfactuals=counterfactuals)
     if as_json:
         _emit(found)
@@ -157,10 +172,11 @@ def postmortem(
 def report(
     out: Annotated[Path, typer.Argument(help="The HTML file to write")],
     home: HomeOption = None,
+    dask: DaskOption = None,
 ) -> None:
     """One self-contained HTML report (Plotly inline: it opens offline)."""
     root = resolve_home(home, write=False)
-    with handled(), analysed(root) as store:
+    with handled(), analysed(root, dask=dask) as store:
         written = write_report(store, out, spool_dir=root / "spool")
     console.print(f"wrote {written} ({written.stat().st_size:,} bytes)", soft_wrap=True)
 
@@ -188,7 +204,7 @@ def tune(
     workers: Annotated[
         int | None, typer.Option(min=0, help="Processes (default: the CPU count)")
     ] = None,
-    dask: Annotated[str | None, typer.Option(help="A Dask scheduler address")] = None,
+    dask: DaskOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
     price_profile: PriceProfileOption = None,

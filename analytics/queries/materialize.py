@@ -7,13 +7,21 @@ stale sessions only, drops the rows of sessions that were deleted or superseded,
 rows and stamps in one transaction per job. Readers (the CLI, the app) read the tables and
 never recompute the fleet. Fleet-wide figures that are cheap to aggregate (percentiles over
 the ``compactions`` projection) are not materialised; see ``analytics.report.html``.
+
+With ``dask`` (a scheduler address or a client) the computing fans out over a Dask cluster:
+this process still reads each chunk's input frames (the store has one owner) and writes every
+result in the same transactions, while the pure Polars job functions run on the workers, on
+the frames shipped to them (``Job.inputs`` names them; a job without, such as one that reads
+the store itself, is computed here). The next chunk is read while the cluster computes one.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -25,6 +33,7 @@ from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import retention_detail, silent_drops
 from analytics.jobs.timeline import session_timeline
 from analytics.queries import frames as queries
+from analytics.queries.fanout import DaskFanout
 from analytics.store import EventStore
 from analytics.store.results import JOB_TABLE, TABLE_EXISTS_SQL, JobResults
 
@@ -34,12 +43,27 @@ included) and keeps each chunk far below Arrow's 2 GiB string buffers."""
 
 
 class JobInputs:
-    """The input frames of a set of sessions, each read from the store once, on first use."""
+    """The input frames of a set of sessions, each read from the store once, on first use
+    (or given: the frames shipped to a Dask worker, which has no store)."""
 
-    def __init__(self, store: EventStore, sessions: Sequence[str]) -> None:
-        self.store = store
+    def __init__(
+        self,
+        store: EventStore | None,
+        sessions: Sequence[str],
+        frames: dict[str, pl.DataFrame] | None = None,
+    ) -> None:
+        self._store = store
         self.sessions = list(sessions)
-        self._frames: dict[str, pl.DataFrame] = {}
+        self._frames: dict[str, pl.DataFrame] = dict(frames or {})
+
+    @property
+    def store(self) -> EventStore:
+        if self._store is None:
+            raise RuntimeError(
+                "a job computed on a Dask worker has no store: list every frame it reads in "
+                "Job.inputs, or give it inputs=None to compute it in the refreshing process"
+            )
+        return self._store
 
     def __getitem__(self, name: str) -> pl.DataFrame:
         if name not in self._frames:
@@ -62,6 +86,9 @@ class Job:
     compute: Compute
     tables: tuple[str, ...] = ()
     """Every table ``compute`` writes (so that sessions that are gone can be dropped)."""
+    inputs: tuple[str, ...] | None = None
+    """The frames ``compute`` reads (``<name>_frame`` of ``analytics.queries.frames``), when
+    that is all it reads: such a job can run on a Dask worker. None: computed here."""
 
 
 def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
@@ -122,14 +149,44 @@ def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 
 JOBS: tuple[Job, ...] = (
-    Job("timeline", 1, _timeline, ("job_session_timeline",)),
+    Job("timeline", 1, _timeline, ("job_session_timeline",), ("turns", "sessions")),
     # retention 4: merges into exact copies match as into near ones; silent drops say why
-    Job("retention", 4, _retention, ("job_retention_detail", "job_silent_drops")),
-    Job("postmortem", 4, _postmortem, ("job_emergencies", "job_lead_up", "job_top_contributors")),
-    Job("offloads", 1, _offloads, ("job_offload_read_backs",)),
-    Job("artifacts", 1, _artifacts, ("job_artifacts", "job_artifact_losses")),
+    Job(
+        "retention",
+        4,
+        _retention,
+        ("job_retention_detail", "job_silent_drops"),
+        ("anchor_items", "compactions", "sessions", "turns"),
+    ),
+    Job(
+        "postmortem",
+        4,
+        _postmortem,
+        ("job_emergencies", "job_lead_up", "job_top_contributors"),
+        ("compactions", "turns", "messages", "views", "sessions", "usage"),
+    ),
+    Job(
+        "offloads",
+        1,
+        _offloads,
+        ("job_offload_read_backs",),
+        ("offloads", "messages", "sessions"),
+    ),
+    Job(
+        "artifacts",
+        1,
+        _artifacts,
+        ("job_artifacts", "job_artifact_losses"),
+        ("compactions", "views", "messages", "synthetic", "sessions"),
+    ),
     # costs: each turn's cache split and cost under its session's price profile (issue 18)
-    Job("costs", 1, _costs, ("job_turn_costs",)),
+    Job(
+        "costs",
+        1,
+        _costs,
+        ("job_turn_costs",),
+        ("turns", "messages", "views", "compactions", "sessions", "usage"),
+    ),
 )
 
 
@@ -147,12 +204,25 @@ def refresh(
     jobs: Sequence[Job] = JOBS,
     *,
     progress: Callable[[str], Any] | None = None,
+    dask: str | Any | None = None,
 ) -> RefreshReport:
     """Bring every job's tables up to the store's events, recomputing stale sessions only.
 
     Jobs with the same stale sessions (the usual case) share their input frames: sessions are
     taken ``CHUNK_SESSIONS`` at a time, each chunk is read once and handed to every job of the
-    group, then dropped. Each (job, chunk) is one transaction."""
+    group, then dropped. Each (job, chunk) is one transaction. With ``dask`` (an address or a
+    ``distributed.Client``) the jobs are computed on that cluster (see the module doc);
+    ``DaskUnavailableError`` when it cannot be reached."""
+    with DaskFanout.connect(dask) if dask is not None else nullcontext() as fanout:
+        return _refresh(store, jobs, progress, fanout)
+
+
+def _refresh(
+    store: EventStore,
+    jobs: Sequence[Job],
+    progress: Callable[[str], Any] | None,
+    fanout: DaskFanout | None,
+) -> RefreshReport:
     marks = queries.session_watermarks(store)
     results = JobResults(store)
     report = RefreshReport()
@@ -169,9 +239,8 @@ def refresh(
         report.dropped[job.name] = len(gone)
         report.seconds[job.name] = 0.0
     for stale, group in plans.values():
-        for first in range(0, max(stale.height, 1), CHUNK_SESSIONS):
-            chunk = stale.slice(first, CHUNK_SESSIONS)
-            inputs = JobInputs(store, chunk.get_column("session_id").to_list())
+        chunks = _computed_chunks(store, stale, [job for job, _, _ in group], fanout)
+        for first, chunk, computed in chunks:
             for job, gone, reset in group:
                 if not chunk.height and not (first == 0 and gone):
                     continue
@@ -179,7 +248,7 @@ def refresh(
                 if progress is not None:
                     done = f"sessions {first + 1}-{first + chunk.height}" if chunk.height else ""
                     progress(f"{job.name}: {done or f'dropping {len(gone)} sessions'}")
-                rows = job.compute(inputs) if chunk.height else {}
+                rows = computed(job) if chunk.height else {}
                 results.replace_job_results(
                     job.name,
                     job.version,
@@ -191,6 +260,70 @@ def refresh(
                 )
                 report.seconds[job.name] += time.perf_counter() - started
     return report
+
+
+Computed = Callable[[Job], dict[str, pl.DataFrame]]
+"""A chunk's rows of one job (computed here on first call, or fetched from the cluster)."""
+
+
+def _computed_chunks(
+    store: EventStore, stale: pl.DataFrame, jobs: list[Job], fanout: DaskFanout | None
+) -> Iterator[tuple[int, pl.DataFrame, Computed]]:
+    """(first row, chunk, its rows per job) for each chunk of ``stale``, in order. On Dask the
+    chunk after the one yielded is already read and submitted (one chunk ahead)."""
+    starts = range(0, max(stale.height, 1), CHUNK_SESSIONS)
+    if fanout is None:
+        for first in starts:
+            chunk = stale.slice(first, CHUNK_SESSIONS)
+            inputs = JobInputs(store, chunk.get_column("session_id").to_list())
+            yield first, chunk, partial(_compute_here, inputs)
+        return
+    ahead = _submit_chunk(store, stale, starts[0], jobs, fanout)
+    for at, first in enumerate(starts):
+        chunk, inputs, futures = ahead
+        if at + 1 < len(starts):
+            ahead = _submit_chunk(store, stale, starts[at + 1], jobs, fanout)
+        yield first, chunk, partial(_compute_fetched, fanout, futures, inputs)
+
+
+def _compute_here(inputs: JobInputs, job: Job) -> dict[str, pl.DataFrame]:
+    return job.compute(inputs)
+
+
+def _compute_fetched(
+    fanout: DaskFanout, futures: dict[str, Any], inputs: JobInputs, job: Job
+) -> dict[str, pl.DataFrame]:
+    """The job's rows from the cluster, or computed here (a job that reads the store)."""
+    if job.name not in futures:
+        return job.compute(inputs)
+    rows: dict[str, pl.DataFrame] = fanout.result(futures.pop(job.name))
+    return rows
+
+
+def _submit_chunk(
+    store: EventStore, stale: pl.DataFrame, first: int, jobs: list[Job], fanout: DaskFanout
+) -> tuple[pl.DataFrame, JobInputs, dict[str, Any]]:
+    """Read the chunk at ``first``, ship its frames once, submit each job that can run remotely."""
+    chunk = stale.slice(first, CHUNK_SESSIONS)
+    sessions = chunk.get_column("session_id").to_list()
+    inputs = JobInputs(store, sessions)
+    remote = [job for job in jobs if job.inputs is not None] if chunk.height else []
+    needed = sorted({name for job in remote for name in job.inputs or ()})
+    shipped = fanout.scatter({name: inputs[name] for name in needed}) if needed else {}
+    futures = {
+        job.name: fanout.submit(
+            _compute_shipped, job.compute, sessions, {n: shipped[n] for n in job.inputs or ()}
+        )
+        for job in remote
+    }
+    return chunk, inputs, futures
+
+
+def _compute_shipped(
+    compute: Compute, sessions: list[str], frames: dict[str, pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """On a Dask worker: the job on the frames shipped to it (no store there)."""
+    return compute(JobInputs(None, sessions, frames))
 
 
 def _stale(marks: pl.DataFrame, stamps: pl.DataFrame) -> pl.DataFrame:
