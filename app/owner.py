@@ -10,8 +10,10 @@ the server (``app.server``) opens it at start-up, before any browser connects, a
 reuses it. Each ingest that stored events, and each new failure, is logged on
 ``compactlens.app``. What the command line gave the app (``--home``, ``--store``,
 ``--lake-data``, ``--allow-path``) is read here. On a lake the owner is one writer of many: it
-holds no lock, so the command line reads and writes the same lake while the app runs. Nothing
-here renders anything or computes a figure.
+holds no lock, so the command line reads and writes the same lake while the app runs; its
+projector runs the lake's maintenance (``Projector.maintain``: flush, merge, expire) every few
+minutes or few hundred commits while it commits, and once at close. Nothing here renders
+anything or computes a figure.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class StoreOwner:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    projector: Projector | None = None
+    """One projector for the owner's life: its maintenance counts commits across ticks."""
 
     @classmethod
     def open(cls, home: Path, *, interval_s: float = INGEST_INTERVAL_S) -> StoreOwner:
@@ -113,7 +117,10 @@ class StoreOwner:
         new arrived. A failure is kept for the pages to show, never raised into the thread."""
         try:
             with self.lock:
-                Projector(self.store, self.home / "spool").ingest(checkpoint=False)
+                projector = self._projector()
+                projector.ingest(checkpoint=False)
+                if projector.maintain():
+                    LOG.info("ran the store's maintenance on %s", self.store.location())
                 count = event_count(self.store)
                 if count != self.events:
                     refresh_jobs(self.store)
@@ -134,6 +141,11 @@ class StoreOwner:
             self.last_error = error
         self.ingested_at = time.time()
 
+    def _projector(self) -> Projector:
+        if self.projector is None:
+            self.projector = Projector(self.store, self.home / "spool")
+        return self.projector
+
     def run_jobs(self, jobs: Sequence[Job]) -> None:
         """Bring extra materialised jobs (the counterfactual replays) up to date, on request."""
         with self.lock:
@@ -149,7 +161,12 @@ class StoreOwner:
         if self.thread is not None:
             self.thread.join(timeout=10)
         with self.lock:
-            self.store.close()
+            try:
+                self._projector().maintain(stopping=True)
+            except Exception as exc:  # closing goes on: the next maintenance catches up
+                LOG.warning("the store's maintenance at close failed: %s", exc)
+            finally:
+                self.store.close()
 
 
 _OWNERS: dict[Path, StoreOwner] = {}

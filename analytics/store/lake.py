@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.resources
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -38,6 +39,9 @@ from analytics.store.schema import check_schema, create_schema, main_tables, sch
 
 CATALOG = "lake"
 """The name the lake is attached under (and made the default catalog)."""
+KEEP_SNAPSHOTS_S = 3600
+"""Snapshots younger than this survive maintenance (a reader's snapshot stays readable), and a
+file no longer used is deleted once it has waited this long; older snapshots are expired."""
 INLINE_ROWS = 1000
 """A commit of at most this many rows into a table keeps them in the catalog (no Parquet file);
 ``checkpoint`` writes them out together."""
@@ -78,8 +82,16 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
 class LakeStore(EventStore):
     """A DuckLake on PostgreSQL, opened by one of many processes (see the module doc)."""
 
-    def __init__(self, lake: Lake, *, read_only: bool = False, host: str | None = None) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        *,
+        read_only: bool = False,
+        host: str | None = None,
+        keep_snapshots_s: float = KEEP_SNAPSHOTS_S,
+    ) -> None:
         self.lake = lake
+        self.keep_snapshots_s = keep_snapshots_s
         self.path = lake.data_path
         self.read_only = read_only
         self.host = host or this_host()
@@ -190,12 +202,24 @@ class LakeStore(EventStore):
             raise self._failure(exc, "writing a batch") from exc
 
     def checkpoint(self) -> None:
-        """DuckLake's maintenance: inlined rows written out, adjacent small files merged,
-        expired snapshots and the files only they used deleted (``CHECKPOINT`` on a lake)."""
+        """DuckLake's maintenance: snapshots older than ``keep_snapshots_s`` expired, then
+        ``CHECKPOINT`` (inlined rows written out, adjacent small files merged), then the files
+        no snapshot uses any more deleted once they have waited ``keep_snapshots_s``. Without
+        the expiry and the clean-up, every file a merge replaced would stay on disk for good."""
+        older = f"now() - INTERVAL {max(int(self.keep_snapshots_s), 0)} SECOND"
+        steps = (
+            f"SELECT count(*) FROM ducklake_expire_snapshots('{CATALOG}', older_than => {older})",
+            f"CHECKPOINT {CATALOG}",
+            f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', older_than => {older})",
+        )
         try:
-            retry_conflicts(lambda: self.con.execute(f"CHECKPOINT {CATALOG}"))
+            for step in steps:  # each its own transaction: CHECKPOINT cannot run inside one
+                retry_conflicts(partial(self._run_step, step))
         except duckdb.Error as exc:
             raise self._failure(exc, "maintenance (CHECKPOINT)") from exc
+
+    def _run_step(self, sql: str) -> None:
+        self.con.execute(sql).fetchall()
 
     def rebuild_projections(self) -> None:
         """Drop every projection and recompute it from the lake's events (every host's)."""

@@ -9,7 +9,9 @@ truncated and rewritten past its offset, is read again from the start. Only regu
 directly in the spool folder are read (``spoolfiles``); a file that cannot be read now is
 skipped with a line in the result and tried again on the next pass. It is the single owner of
 a local database while it runs; on a lake it is one of many (one per host and spool), its
-offsets kept under its host and spool folder. Agents only ever append to the spool.
+offsets kept under its host and spool folder. A projector that keeps running (``watch``, the
+app's timer) runs the store's maintenance when its ``Maintenance`` says (on a lake: every few
+minutes or few hundred commits) and once when it stops. Agents only ever append to the spool.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from analytics.store import EventBatch, EventStore, QuarantinedLine
 from analytics.store.batch import SpoolPosition
 from analytics.store.lines import parse_into
 from analytics.store.lines import parse_line as parse_line
+from analytics.store.maintenance import Maintenance
 from analytics.store.spoolfiles import (
     TAIL_BYTES,
     SpoolDir,
@@ -57,14 +60,19 @@ class IngestResult:
     duplicates: int = 0
     quarantined: int = 0
     bytes_read: int = 0
+    commits: int = 0
+    """Transactions committed to the store (one per chunk read)."""
+    maintained: int = 0
+    """How often the store's maintenance ran (``EventStore.checkpoint``)."""
     seconds: float = 0.0
     skipped: list[str] = field(default_factory=list)
     """Spool files not read, one line each (``<file>: <why>``); a projector says each once
     while it lasts (``watch`` does not repeat it every pass)."""
 
     def add(self, other: IngestResult) -> None:
-        for name in ("files", "lines", "new_events", "duplicates", "quarantined", "bytes_read"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for f in fields(self):  # the counts
+            if isinstance(mine := getattr(self, f.name), int):
+                setattr(self, f.name, mine + getattr(other, f.name))
         self.seconds += other.seconds
         self.skipped.extend(other.skipped)
 
@@ -136,7 +144,8 @@ _SWITCH_INTERVAL = _SwitchInterval()
 
 
 class Projector:
-    """Loads every ``*.jsonl`` file in ``spool_dir`` into ``store``."""
+    """Loads every ``*.jsonl`` file in ``spool_dir`` into ``store``; runs the store's
+    maintenance when ``maintenance`` (default: ``Maintenance.for_store``) says it is due."""
 
     def __init__(
         self,
@@ -144,10 +153,12 @@ class Projector:
         spool_dir: str | os.PathLike[str],
         *,
         chunk_bytes: int = CHUNK_BYTES,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self.store = store
         self.spool_dir = Path(spool_dir)
         self.chunk_bytes = chunk_bytes
+        self.maintenance = maintenance or Maintenance.for_store(store)
         self._reported: dict[str, str] = {}
         """Skipped files already said, and why: said again only when the reason changes."""
 
@@ -177,8 +188,10 @@ class Projector:
             if jobs:  # the usual poll has none: no thread pool, no switch interval change
                 self._run(spool, jobs, total, skipped, progress)
         total.skipped = self._news(skipped)
+        self.maintenance.note(total.commits)
         if checkpoint and total.lines:
-            self.store.checkpoint()
+            self.maintenance.run(self.store)
+            total.maintained += 1
         total.seconds = time.perf_counter() - started
         return total
 
@@ -324,6 +337,7 @@ class Projector:
             parsed.batch, parsed.bad, {entry.source: position}, spool=self.spool_dir
         )
         return IngestResult(
+            commits=1,
             lines=parsed.end_line - parsed.lines_before,
             new_events=done.events,
             duplicates=len(parsed.batch) - done.events,
@@ -341,6 +355,14 @@ class Projector:
         self._reported = dict(skipped)
         return news
 
+    def maintain(self, *, stopping: bool = False) -> bool:
+        """Run the store's maintenance if it is due (``stopping``: if anything was committed
+        since it last ran); whether it ran."""
+        if not (self.maintenance.pending if stopping else self.maintenance.due()):
+            return False
+        self.maintenance.run(self.store)
+        return True
+
     def watch(
         self,
         *,
@@ -348,13 +370,16 @@ class Projector:
         stop: threading.Event | None = None,
         on_result: Callable[[IngestResult], None] | None = None,
     ) -> IngestResult:
-        """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set. A file
-        that cannot be read is skipped (said once) and tried again on every pass."""
+        """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set. The
+        store's maintenance runs between passes when due, and at the end if anything was
+        committed since it last ran. A file that cannot be read is skipped (said once) and
+        tried again on every pass."""
         stop = stop or threading.Event()
         total = IngestResult()
         while True:
             stopping = stop.is_set()
-            result = self.ingest(checkpoint=stopping)
+            result = self.ingest(checkpoint=False)
+            result.maintained += self.maintain(stopping=stopping)
             total.add(result)
             if on_result is not None and (result.lines or result.quarantined or result.skipped):
                 on_result(result)
