@@ -13,7 +13,6 @@ the app was started with (``--allow-path``), and a folder must hold no link lead
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -23,10 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from analytics import TuneProgress, run_tune, tune_json
-
-SUMMARY_SUFFIX = "-tune.json"
-"""``<home>/tuning/<run_id>-tune.json``: the ``tune --json`` object of the run's last report."""
+from analytics import TuneProgress, load_summary, run_tune, save_summary
 
 SMALL_GRID: dict[str, list[Any]] = {"warn": [0.5, 0.6], "full": [0.85]}
 """Two progressive configurations: a run that finishes in seconds on a few transcripts."""
@@ -162,8 +158,7 @@ def _run(
             progress=on_progress,
         )
         job.run_id = report.run_id
-        summary = home / "tuning" / f"{report.run_id}{SUMMARY_SUFFIX}"
-        summary.write_text(json.dumps(tune_json(report), indent=1, default=str), "utf-8")
+        save_summary(home, report)
         job.recommended = str(report.recommended.path) if report.recommended else None
     except Exception as exc:  # the page shows it; the thread must end cleanly
         job.error = f"{type(exc).__name__}: {exc}"
@@ -172,14 +167,9 @@ def _run(
 
 
 def run_summary(home: Path, run_id: str) -> dict[str, Any] | None:
-    """The ``tune --json`` object kept for ``run_id`` (None: the run was not started here,
-    or its file is unreadable)."""
-    path = home / "tuning" / f"{run_id}{SUMMARY_SUFFIX}"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """The ``tune --json`` object kept for ``run_id`` (None: none was kept, or it is
+    unreadable)."""
+    return load_summary(home, run_id)
 
 
 SHOWN = (

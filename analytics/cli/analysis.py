@@ -45,7 +45,7 @@ from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError, store_exists
-from analytics.tuning import run_tune, tune_json
+from analytics.tuning import run_tune, save_summary, tune_json
 from analytics.tuning.lab import Objective
 from analytics.tuning.prices import PriceProfileError, resolve_profile
 from analytics.tuning.specs import MAX_TRIALS, GridError
@@ -246,6 +246,7 @@ def tune(
     print_skipped(skipped)
     print_issues(rejected)
     payload = tune_json(found)
+    save_summary(root, found)  # the app's tuning page shows this run's rule and objective
     if as_json:
         _emit(payload)
     else:

@@ -17,7 +17,7 @@ from analytics.tuning.lab import (
     run_tune,
 )
 from analytics.tuning.metrics import SessionMetrics, measure, totals
-from analytics.tuning.output import STRATEGY_KEYS, tune_json
+from analytics.tuning.output import STRATEGY_KEYS, load_summary, save_summary, tune_json
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import Recommendation
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
@@ -63,11 +63,13 @@ __all__ = [
     "grid_specs",
     "load_grid",
     "load_runs",
+    "load_summary",
     "measure",
     "open_backend",
     "pareto_front",
     "rival_specs",
     "run_tune",
+    "save_summary",
     "split_by_file",
     "totals",
     "tune_json",

@@ -4,11 +4,17 @@ Every strategy's figures on the held-back sessions (cost and the cache split bes
 billed), the Pareto front, the objective and the recommendation rule in words, the
 recommended configuration with its TOML path, the held-back transcript files and its spread
 across the tuning folds (each fold's figures, min/median/max of the objective), and each
-per-model profile. Nothing here replays or writes.
+per-model profile. ``save_summary`` keeps that object beside the run's log
+(``<home>/tuning/<run_id>-tune.json``), as ``compactlens tune`` and the app both do, so the
+tuning page shows the objective, the rule and the recommendation of every run, wherever it was
+started; ``load_summary`` reads it back. Nothing here replays.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from analytics.tuning.lab import TuneReport
@@ -36,6 +42,8 @@ ESTIMATOR_WORDS = (
     "<path> --uncalibrated` on the held-back files bills these figures"
 )
 """How the lab measured, and how a replay reproduces it."""
+SUMMARY_SUFFIX = "-tune.json"
+"""``<home>/tuning/<run_id>-tune.json``: the ``tune --json`` object of the run's last report."""
 
 
 def _recommendation(rec: Recommendation | None) -> dict[str, Any]:
@@ -83,3 +91,29 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         "profiles": profiles,
         "notes": report.notes,
     }
+
+
+def summary_path(home: Path, run_id: str) -> Path:
+    """Where ``run_id``'s ``tune --json`` object is kept."""
+    return home / "tuning" / f"{run_id}{SUMMARY_SUFFIX}"
+
+
+def save_summary(home: Path, report: TuneReport) -> Path:
+    """Keep ``tune_json(report)`` beside the run's log, replacing it whole (written to a
+    temporary file first, so a reader never sees half of it)."""
+    path = summary_path(home, report.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(tune_json(report), indent=1, default=str), "utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def load_summary(home: Path, run_id: str) -> dict[str, Any] | None:
+    """The ``tune --json`` object kept for ``run_id`` (None: none was kept, e.g. a run from
+    before this file existed, or it is unreadable)."""
+    try:
+        data = json.loads(summary_path(home, run_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

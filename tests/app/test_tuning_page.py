@@ -6,16 +6,22 @@ profiles and their warnings, each compared with ``tune --json``'s object of the 
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from analytics import run_tune, tune_json
+from analytics.cli.main import app as cli
 from app import tuning_job
 from app.tuning_job import RECOMMENDED
 from tests.app.fixtures import TRANSCRIPTS, FixtureHome
 from tests.app.pages import open_page, shown
+
+CTF = TRANSCRIPTS / "swe-agent" / "trajectories" / "demonstrations" / "ctf"
 
 
 def _started_from_the_page(fixture_home: FixtureHome) -> tuning_job.TuningJob:
@@ -67,3 +73,26 @@ def test_the_tuning_page_shows_cost_the_objective_and_the_recommendation_of_tune
         assert note in text
     spec = str(at.get("plotly_chart")[0].proto.spec)
     assert "Tuning: cost vs artifact retention" in spec
+
+
+def test_a_run_from_the_cli_shows_its_objective_and_rule_on_the_page(
+    fixture_home: FixtureHome, tmp_path: Path
+) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text("warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8")
+    done = CliRunner().invoke(
+        cli,
+        [
+            *("tune", str(CTF), "--window", "4000", "--workers", "0", "--json"),
+            *("--strategies", "progressive", "--strategies", "threshold", "--grid", str(grid)),
+            *("--price-profile", "anthropic", "--home", str(fixture_home.home)),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.stdout)
+    run_id = Path(found["recommended"]["path"]).name.removesuffix("-recommended.toml")
+
+    text = shown(open_page("tuning", run=run_id))
+
+    assert f"objective: {found['objective']} · priced under anthropic" in text
+    assert f"rule: {found['recommended']['rule']}" in text
