@@ -41,6 +41,7 @@ from analytics.tuning.recommend import (
     model_profiles,
     profile_warnings,
     recommend,
+    retention_price,
 )
 from analytics.tuning.runlog import RunLog, TrialRecord, new_header, run_path
 from analytics.tuning.search import optuna_search
@@ -349,6 +350,7 @@ def run_tune(
     report.notes = [
         *plan.notes,
         *budget_warnings(report.recommended, report.profiles),
+        *retention_price(report.table, report.recommended),
         *profile_warnings(report.profiles, len(tune_ids)),
     ]
     return report

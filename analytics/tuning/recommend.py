@@ -245,6 +245,25 @@ def budget_warnings(
     return lines
 
 
+def retention_price(table: pl.DataFrame, rec: Recommendation | None) -> list[str]:
+    """A line saying what the recommendation gives up, when a feasible progressive config keeps
+    more than ``RETENTION_SLACK`` more of the artifacts on the held-back sessions (``table``)."""
+    pool = feasible(table.filter(pl.col("kind") == "progressive"))
+    if rec is None or pool.height == 0:
+        return []
+    ranked = pool.sort(["artifact_retention", rec.column], descending=[True, False])
+    best = ranked.row(0, named=True)
+    kept = float(rec.held_back["artifact_retention"])
+    if float(best["artifact_retention"]) <= kept + RETENTION_SLACK:
+        return []
+    return [
+        f"retention price: {rec.name} keeps {kept:.1%} of the artifacts on the held-back "
+        f"sessions at {rec.column} {float(rec.held_back[rec.column]):,.4g}; the best-retaining "
+        f"config, {best['name']}, keeps {float(best['artifact_retention']):.1%} at "
+        f"{float(best[rec.column]):,.4g}"
+    ]
+
+
 def profile_warnings(profiles: Sequence[Recommendation], tune_sessions: int) -> list[str]:
     """One line per per-model profile, said aloud; a warning for one chosen on fewer than
     ``FEW_PROFILE_SESSIONS`` sessions."""

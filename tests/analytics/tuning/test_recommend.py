@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -13,9 +14,11 @@ from analytics.tuning.recommend import (
     budget,
     budget_warnings,
     choose,
+    figures_table,
     is_baseline,
     model_profiles,
     recommend,
+    retention_price,
 )
 from compactor import CompactorConfig
 
@@ -158,3 +161,22 @@ def test_a_grid_over_any_config_field_keeps_every_configuration_apart() -> None:
     assert len(specs) == 4
     assert len({s.name for s in specs}) == 4
     assert {s.config.preview_lines for s in specs if s.config} == {5, 50}
+
+
+def test_what_the_recommendation_gives_up_in_retention_is_said(tmp_path: Path) -> None:
+    keeps = StrategySpec(kind="progressive", config=CompactorConfig(min_tail_messages=9))
+    cheap = StrategySpec(kind="progressive", config=CompactorConfig(soft_min_gain=1.0))
+    trials = {
+        "k": (keeps, [_metrics("t1", 30), _metrics("h1", 30)]),
+        "c": (cheap, [_metrics("t1", 10), _metrics("h1", 10)]),
+    }
+    found = recommend(trials, {"t1"}, {"h1"}, 1000, tmp_path / "rec.toml")
+    assert found is not None and found.key == "c"
+    held = figures_table(trials, {"h1"}, 1000).with_columns(
+        artifact_retention=pl.when(pl.col("key") == "k").then(0.9).otherwise(0.5)
+    )
+    found = replace(found, held_back={**found.held_back, "artifact_retention": 0.5})
+
+    (line,) = retention_price(held, found)
+    assert f"{cheap.name} keeps 50.0%" in line and f"{keeps.name}, keeps 90.0% at 30" in line
+    assert retention_price(held.filter(pl.col("key") == "c"), found) == []
