@@ -184,6 +184,14 @@ def tune_table(found: Mapping[str, Any]) -> None:
     if rec["name"]:
         console.print(f"rule: {rec['rule']}", soft_wrap=True)
         console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
+        base = rec.get("baseline")
+        if base:
+            figure = next(v for k, v in base.items() if k not in ("name", "within"))
+            console.print(
+                f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); the "
+                f"recommendation is {'within' if base['within'] else 'OVER'} it",
+                soft_wrap=True,
+            )
         _fold_lines(rec.get("folds"))
     else:
         console.print("no configuration met the constraints (0 turns over the window)")

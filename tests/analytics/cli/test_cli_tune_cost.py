@@ -35,10 +35,17 @@ def _tune(home: Path, *extra: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def priced(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+def priced_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("tune-cost")
-    grid = home / "grid.toml"
-    grid.write_text("warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8")
+    (home / "grid.toml").write_text(
+        "warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8"
+    )
+    return home
+
+
+@pytest.fixture(scope="module")
+def priced(priced_home: Path) -> tuple[dict[str, Any], str]:
+    home, grid = priced_home, priced_home / "grid.toml"
     code, out, err = _tune(home, "--grid", str(grid), "--price-profile", "deepseek", "--json")
     assert code == 0, err
     found: dict[str, Any] = json.loads(out)
@@ -66,6 +73,21 @@ def test_the_recommendation_is_kept_within_the_cheapest_baselines_cost(
     front = {r["name"]: r for r in found["strategies"] if r["name"] in found["pareto"]}
     cheapest = min(front.values(), key=lambda r: r["cost"])
     assert cheapest["cost"] <= min(r["cost"] for r in found["strategies"])
+
+
+def test_the_terminal_table_names_the_rule_and_the_baseline_it_stayed_within(
+    priced: tuple[dict[str, Any], str], priced_home: Path
+) -> None:
+    found, _err = priced
+    code, out, err = _tune(
+        *(priced_home, "--grid", str(priced_home / "grid.toml"), "--price-profile", "deepseek")
+    )  # the same run: its log is resumed, nothing replayed
+    assert code == 0, err
+    flat = " ".join(out.split())
+    rec = found["recommended"]
+    assert f"rule: {' '.join(rec['rule'].split())}" in flat
+    assert f"cheapest baseline on the tuning sessions: {rec['baseline']['name']} (" in flat
+    assert "the recommendation is within it" in flat
 
 
 def _defaults() -> dict[str, Any]:
