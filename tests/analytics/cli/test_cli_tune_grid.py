@@ -99,7 +99,7 @@ def test_grid_combinations_that_are_not_valid_configs_are_counted_not_hidden(
     transcript: Path, tmp_path: Path
 ) -> None:
     text = "warn = [0.5, 0.75]\nsoft = [0.7]\nfull = [0.85]\nmin_tail_messages = [4]\n"
-    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\n"
+    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\nsoft_min_gain = [0.05]\n"
     done = _tune(transcript, _grid(tmp_path, "partly.toml", text), "--json")
 
     assert done.exit_code == 0, done.output
@@ -128,7 +128,7 @@ def test_max_trials_sets_the_limit_the_grid_is_counted_against(
     transcript: Path, tmp_path: Path
 ) -> None:
     text = "warn = [0.5, 0.6]\nsoft = [0.7, 0.8]\nfull = [0.85]\nmin_tail_messages = [4]\n"
-    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\n"
+    text += "offload_threshold = [1000]\ntool_offload_threshold = [false]\nsoft_min_gain = [0.05]\n"
     grid = _grid(tmp_path, "four.toml", text)
 
     refused = _tune(transcript, grid, "--max-trials", "3")
