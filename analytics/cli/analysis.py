@@ -26,18 +26,20 @@ from analytics.cli.common import (
     resolve_home,
 )
 from analytics.cli.inputs import split_issues
+from analytics.cli.tables import (
+    postmortem_table,
+    retention_table,
+    stats_table,
+    tune_table,
+)
 from analytics.cli.terminal import (
     RunProgress,
     console,
     err_console,
-    postmortem_table,
     print_issues,
     print_note,
     print_skipped,
-    retention_table,
-    stats_table,
     trial_progress,
-    tune_table,
 )
 from analytics.jobs.prices import PriceProfile
 from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
@@ -45,7 +47,7 @@ from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError, store_exists
-from analytics.tuning import run_tune, save_summary, tune_json
+from analytics.tuning import newest_summary, run_tune, save_summary, tune_json
 from analytics.tuning.lab import Objective
 from analytics.tuning.prices import PriceProfileError, resolve_profile
 from analytics.tuning.specs import MAX_TRIALS, GridError
@@ -172,12 +174,16 @@ def postmortem(
 def report(
     out: Annotated[Path, typer.Argument(help="The HTML file to write")],
     home: HomeOption = None,
+    by: ByOption = None,
     dask: DaskOption = None,
 ) -> None:
     """One self-contained HTML report (Plotly inline: it opens offline)."""
+    keys = _cohort_keys(by) if by else None
     root = resolve_home(home, write=False)
     with handled(), analysed(root, dask=dask) as store:
-        written = write_report(store, out, spool_dir=root / "spool")
+        written = write_report(
+            store, out, spool_dir=root / "spool", by=keys, tuning=newest_summary(root)
+        )
     console.print(f"wrote {written} ({written.stat().st_size:,} bytes)", soft_wrap=True)
 
 

@@ -1,9 +1,13 @@
 """``compactlens report FILE.html``: one self-contained HTML file to attach to a post-mortem.
 
-The headline figures (``analytics.queries.stats``), the emergency post-mortems (cause first,
+The headline figures (``analytics.queries.stats``, cost included), the same figures per cohort
+side by side (``--by``, as ``stats --by`` groups them; by window on its own when the store holds
+more than one), the emergency post-mortems (cause first,
 what happened, the fix), the silent drops (why, and where by turn and tier), the harnesses' own
 compactions (what they lost, what was read again after them) and the newest
-tuning recommendation (the TOML file ``replay --config`` loads), then Plotly figures: effective
+tuning recommendation (its rule, held-back figures and baseline from the run's ``tune --json``
+object when the caller passes it, and the TOML file ``replay --config`` loads), then Plotly
+figures: effective
 compactions per tier, compression ratio percentiles per tier, tokens billed against the
 uncompacted history per session, anchor survival per type, and each emergency's lead-up.
 plotly.js is inlined once, so the file opens offline. Every text value is HTML-escaped. It reads
@@ -25,7 +29,7 @@ from analytics.jobs.explanations import fix_words
 from analytics.queries.audit import audit_json
 from analytics.queries.findings import postmortem_json, retention_json
 from analytics.queries.materialize import job_table
-from analytics.queries.stats import fleet_stats
+from analytics.queries.stats import CohortKey, fleet_stats
 from analytics.report.charts import (
     billing_figure,
     compression_figure,
@@ -53,6 +57,8 @@ def _figures_table(stats: dict[str, Any]) -> str:
         ("tokens billed", stats["tokens"]["billed"]),
         ("tokens without compaction", stats["tokens"]["uncompacted"]),
         ("share saved", stats["tokens"]["saved_share"]),
+        (f"cost ({stats['cost']['currency']})", stats["cost"]["total"]),
+        (f"cost without compaction ({stats['cost']['currency']})", stats["cost"]["uncompacted"]),
         ("silent drops of intent or decisions", stats["silent_drops"]),
         ("artifact retention rate", stats["artifact_retention"]["rate"]),
         ("quarantined spool lines", stats["quarantined"]),
@@ -61,6 +67,37 @@ def _figures_table(stats: dict[str, Any]) -> str:
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>" for k, v in rows
     )
     return f"<table>{cells}</table>"
+
+
+COHORT_COLUMNS = (
+    "sessions",
+    "effective compactions",
+    "emergency truncations",
+    "tokens billed",
+    "share saved",
+    "cost",
+    "artifact retention",
+)
+
+
+def _cohorts(stats: dict[str, Any], by: Sequence[str]) -> str:
+    """One row per cohort of ``stats["groups"]``: the headline figures side by side."""
+    rows = [
+        (
+            ", ".join(f"{k} {_fmt(v)}" for k, v in group["key"].items()),
+            g["sessions"],
+            g["compactions"]["total"],
+            g["emergency"]["truncations"],
+            g["tokens"]["billed"],
+            g["tokens"]["saved_share"],
+            g["cost"]["total"],
+            g["artifact_retention"]["rate"],
+        )
+        for group in stats.get("groups", [])
+        for g in [group["stats"]]
+    ]
+    headers = (" × ".join(by) or "cohort", *COHORT_COLUMNS)
+    return _table(headers, rows, "No sessions to group.")
 
 
 def _fmt(value: object) -> str:
@@ -156,23 +193,59 @@ def _harness_compactions(store: EventStore, limit: int = 50) -> str:
     )
 
 
-def _recommendation(home: Path | None) -> str:
-    """The newest tuning recommendation under ``<home>/tuning``, as the file says it."""
+def _recommendation(home: Path | None, summary: dict[str, Any] | None = None) -> str:
+    """The newest tuning run's recommendation: from its ``tune --json`` object (``summary``)
+    the rule, the held-back figures and the baseline it stayed within, then the newest
+    recommended TOML under ``<home>/tuning`` as the file says it."""
     found = (
         sorted((home / "tuning").glob("*-recommended*.toml"), key=lambda p: p.stat().st_mtime)
         if home is not None
         else []
     )
-    if not found:
+    if not found and not summary:
         return '<p class="empty">No tuning run here yet: `compactlens tune PATH --window N`.</p>'
-    newest = found[-1]
-    text = newest.read_text(encoding="utf-8", errors="replace")
-    return f"<p>{html.escape(str(newest))}</p><pre>{html.escape(text)}</pre>"
+    parts = [_tuning_summary(summary)] if summary else []
+    if found:
+        newest = found[-1]
+        text = newest.read_text(encoding="utf-8", errors="replace")
+        parts.append(f"<p>{html.escape(str(newest))}</p><pre>{html.escape(text)}</pre>")
+    return "".join(parts)
 
 
-def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None) -> Path:
-    """Write the report to ``out`` (parents created) and return its path."""
-    stats = fleet_stats(store, spool_dir)
+def _tuning_summary(summary: dict[str, Any]) -> str:
+    rec = summary.get("recommended") or {}
+    held = rec.get("held_back") or {}
+    base = rec.get("baseline") or {}
+    rows = [
+        ("recommended", rec.get("name")),
+        ("objective", summary.get("objective")),
+        ("priced as", summary.get("price_profile") or "each session's model's profile"),
+        ("rule", rec.get("rule")),
+        ("held-back cost", held.get("cost")),
+        ("held-back tokens billed", held.get("tokens_billed")),
+        ("held-back artifact retention", held.get("artifact_retention")),
+        ("cheapest baseline (tuning sessions)", base.get("name")),
+        ("within it", base.get("within")),
+    ]
+    notes = "".join(f"<p>{html.escape(n)}</p>" for n in summary.get("notes") or [])
+    return _table(("", "value"), rows, "") + notes
+
+
+def write_report(
+    store: EventStore,
+    out: Path,
+    *,
+    spool_dir: Path | None = None,
+    by: Sequence[CohortKey] | None = None,
+    tuning: dict[str, Any] | None = None,
+) -> Path:
+    """Write the report to ``out`` (parents created) and return its path. ``by``: the cohorts
+    to set side by side (None: by window when there is more than one); ``tuning``: the newest
+    tuning run's ``tune --json`` object."""
+    keys: Sequence[CohortKey] = ("window",) if by is None else by
+    stats = fleet_stats(store, spool_dir, by=keys)
+    if by is None and len(stats.get("groups", [])) < 2:
+        stats["groups"], keys = [], ()
     figures = [
         tier_counts_figure(stats["compactions"]["by_tier"]),
         compression_figure(_compression_rows(stats)),
@@ -191,6 +264,11 @@ def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None)
             f"<h1>compactlens report</h1><p>{html.escape(str(store.path))} · {stamp}</p>",
             "<h2>Headline figures</h2>",
             _figures_table(stats),
+            *(
+                (f"<h2>Cohorts by {html.escape(' × '.join(keys))}</h2>", _cohorts(stats, keys))
+                if keys
+                else ()
+            ),
             "<h2>Emergency post-mortems</h2>",
             _postmortems(store),
             "<h2>Silent drops of intent and key decisions</h2>",
@@ -198,7 +276,7 @@ def write_report(store: EventStore, out: Path, *, spool_dir: Path | None = None)
             "<h2>Harness compactions (Claude Code, Codex, OpenHands)</h2>",
             _harness_compactions(store),
             "<h2>Tuning recommendation</h2>",
-            _recommendation(spool_dir.parent if spool_dir is not None else None),
+            _recommendation(spool_dir.parent if spool_dir is not None else None, tuning),
             *(
                 f"<h2>{html.escape(fig.layout.title.text)}</h2>{part}"
                 for fig, part in zip(figures, parts, strict=True)

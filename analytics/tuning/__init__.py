@@ -17,7 +17,13 @@ from analytics.tuning.lab import (
     run_tune,
 )
 from analytics.tuning.metrics import SessionMetrics, measure, totals
-from analytics.tuning.output import STRATEGY_KEYS, load_summary, save_summary, tune_json
+from analytics.tuning.output import (
+    STRATEGY_KEYS,
+    load_summary,
+    newest_summary,
+    save_summary,
+    tune_json,
+)
 from analytics.tuning.pareto import pareto_front
 from analytics.tuning.recommend import Recommendation
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
@@ -65,6 +71,7 @@ __all__ = [
     "load_runs",
     "load_summary",
     "measure",
+    "newest_summary",
     "open_backend",
     "pareto_front",
     "rival_specs",

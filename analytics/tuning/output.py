@@ -117,3 +117,15 @@ def load_summary(home: Path, run_id: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def newest_summary(home: Path) -> dict[str, Any] | None:
+    """The ``tune --json`` object of the newest run kept under ``<home>/tuning`` (None: none)."""
+    kept = sorted(
+        (home / "tuning").glob(f"*{SUMMARY_SUFFIX}"), key=lambda p: (p.stat().st_mtime, p.name)
+    )
+    for path in reversed(kept):
+        found = load_summary(home, path.name.removesuffix(SUMMARY_SUFFIX))
+        if found is not None:
+            return found
+    return None
