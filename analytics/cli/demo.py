@@ -37,9 +37,9 @@ from analytics.cli.serve import (
     stop_app,
     wait_until_ready,
 )
+from analytics.cli.tables import ingest_summary
 from analytics.cli.terminal import (
     console,
-    ingest_summary,
     print_error,
     print_note,
     window_too_small,

@@ -38,18 +38,20 @@ from analytics.cli.common import (
 from analytics.cli.common import app as app  # the console script's typer app
 from analytics.cli.demo import register as register_demo
 from analytics.cli.inputs import split_issues
+from analytics.cli.tables import (
+    import_summary,
+    ingest_summary,
+    replay_summary,
+)
 from analytics.cli.terminal import (
     RunProgress,
     console,
     err_console,
-    import_summary,
-    ingest_summary,
     print_error,
     print_issues,
     print_note,
     print_quarantined,
     print_skipped,
-    replay_summary,
     window_too_small,
 )
 from analytics.importers import ImportIssue

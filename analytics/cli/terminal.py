@@ -1,14 +1,16 @@
-"""What the ``compactlens`` command prints: progress bars, summary tables, problem lines.
+"""What the ``compactlens`` command prints around its results: the consoles, progress bars, notes
+and problem lines.
 
-Results and tables go to stdout; progress bars, problems and errors to stderr, and progress
-bars only when stderr is a terminal, so that piped output (``stats --json``) stays clean. Each
-rejected file is one line: ``path:line: reason``. Nothing here does any work.
+Results go to stdout; progress bars, problems and errors to stderr, and progress bars only when
+stderr is a terminal, so that piped output (``stats --json``) stays clean. Each rejected file is
+one line: ``path:line: reason``. The per-command result tables are in ``tables``. Nothing here
+does any work.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich import filesize
@@ -22,14 +24,11 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
-from analytics.cli.commands import FileProgress, IngestReport, RunReport
+from analytics.cli.commands import FileProgress, RunReport
 from analytics.importers import ImportIssue
-from analytics.jobs.explanations import drop_reason_words, fix_words
 from analytics.store import QuarantinedLine
-from analytics.store.projector import IngestResult
 from analytics.store.projector import Progress as IngestProgress
 
 console = Console()
@@ -150,67 +149,6 @@ def trial_progress(progress: RunProgress) -> Callable[[Any], None]:
     return update
 
 
-def tune_table(found: Mapping[str, Any]) -> None:
-    """Every strategy's figures on the held-back sessions, cheapest first by the objective,
-    the recommended row marked; then the rule in words and where the config was written."""
-    pareto = set(found["pareto"])
-    objective = found.get("objective", "tokens")
-    rec = found["recommended"]
-    table = Table(title=f"strategies on the held-back sessions (cheapest by {objective} first)")
-    for column in ("", "strategy", "cost", "tokens billed", "cache read", "saved"):
-        table.add_column(column, overflow="fold")
-    for column in ("over window", "emergencies", "artifact ret.", "anchor ret.", "violations"):
-        table.add_column(column)
-    table.add_column("Pareto")
-    order = "cost" if objective == "cost" else "tokens_billed"
-    for row in sorted(found["strategies"], key=lambda r: (r[order], r["name"])):
-        table.add_row(
-            "▶" if row["name"] == rec["name"] else "",
-            row["name"],
-            f"{row['cost']:,.4f}",
-            f"{row['tokens_billed']:,}",
-            f"{row['cache_read_tokens']:,}",
-            _share(row["saved_share"]),
-            str(row["turns_over_window"]),
-            str(row["emergencies"]),
-            _share(row["artifact_retention"]),
-            _share(row["anchor_retention"]),
-            str(row["violations"]),
-            "yes" if row["name"] in pareto else "",
-        )
-    console.print(table)
-    priced = found.get("price_profile") or "each session's profile from its model name"
-    console.print(f"priced as: {priced}", soft_wrap=True)
-    if rec["name"]:
-        console.print(f"rule: {rec['rule']}", soft_wrap=True)
-        console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
-        base = rec.get("baseline")
-        if base:
-            figure = next(v for k, v in base.items() if k not in ("name", "within"))
-            console.print(
-                f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); the "
-                f"recommendation is {'within' if base['within'] else 'OVER'} it",
-                soft_wrap=True,
-            )
-        _fold_lines(rec.get("folds"))
-    else:
-        console.print("no configuration met the constraints (0 turns over the window)")
-
-
-def _fold_lines(folds: Mapping[str, Any] | None) -> None:
-    """The recommendation's spread across the tuning folds, one line."""
-    if not folds or not folds.get("spread"):
-        return
-    spread, each = folds["spread"], folds["spread_per_session"]
-    console.print(
-        f"across {len(folds['folds'])} tuning folds (by transcript file), "
-        f"its {folds['objective']}: "
-        f"min {spread['min']:,.4g}, median {spread['median']:,.4g}, max {spread['max']:,.4g} "
-        f"(per session {each['min']:,.4g} / {each['median']:,.4g} / {each['max']:,.4g})",
-        soft_wrap=True,
-    )
-
-
 def print_error(message: str) -> None:
     """One line on stderr, never wrapped."""
     err_console.print(f"error: {message}", soft_wrap=True, markup=False, highlight=False)
@@ -255,198 +193,6 @@ def print_quarantined(lines: Sequence[QuarantinedLine]) -> None:
             f"quarantined: … and {len(lines) - MAX_LISTED} more (see the quarantine table)",
             soft_wrap=True,
         )
-
-
-def _figures(title: str, rows: Sequence[tuple[str, object]]) -> Table:
-    table = Table(title=title, title_justify="left", show_header=False)
-    table.add_column("")
-    table.add_column("", justify="right")
-    for name, value in rows:
-        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
-    return table
-
-
-def _ingest_rows(result: IngestResult) -> list[tuple[str, object]]:
-    return [
-        ("spool files read", result.files),
-        ("lines read", result.lines),
-        ("new events", result.new_events),
-        ("duplicates skipped", result.duplicates),
-        ("lines quarantined", result.quarantined),
-        ("bytes read", result.bytes_read),
-        ("seconds", f"{result.seconds:.2f}"),
-    ]
-
-
-def _problem_files(report: RunReport, skipped: int) -> int:
-    return len({i.path for i in report.issues}) - skipped
-
-
-def import_summary(report: RunReport, skipped: int = 0) -> None:
-    """The import table; ``skipped`` files in folders were not transcripts."""
-    rows: list[tuple[str, object]] = [
-        ("files read", report.files),
-        ("sessions imported", report.sessions),
-        ("already in the store, skipped", report.skipped),
-        ("messages", report.messages),
-        ("compaction records", report.records),
-        ("files skipped (not transcripts)", skipped),
-        ("files with problems", _problem_files(report, skipped)),
-    ]
-    console.print(_figures("import", rows))
-    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
-
-
-def replay_summary(report: RunReport, window: int, skipped: int = 0) -> None:
-    """The replay table, with how many sessions' largest view exceeded the window."""
-    tiers = report.tier_counts()
-    over = sum(1 for r in report.replays if r.max_view_tokens > window)
-    rows: list[tuple[str, object]] = [
-        ("files read", report.files),
-        ("sessions replayed", report.sessions),
-        ("already in the store, skipped", report.skipped),
-        ("turns (model calls)", sum(r.turns for r in report.replays)),
-        *((f"{tier.label} compactions", n) for tier, n in tiers.items()),
-        ("tokens saved", sum(r.tokens_saved for r in report.replays)),
-        ("largest view (tokens)", max((r.max_view_tokens for r in report.replays), default=0)),
-        ("window (tokens)", window),
-        ("sessions with a view over the window", over),
-        ("files skipped (not transcripts)", skipped),
-        ("files with problems", _problem_files(report, skipped)),
-    ]
-    console.print(_figures("replay", rows))
-    console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
-
-
-def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
-    console.print(_figures(title, _ingest_rows(report.result)))
-
-
-def stats_table(stats: Mapping[str, Any], title: str = "compactlens") -> None:
-    """The headline figures of ``stats --json``, each explained, then the same for each
-    cohort of ``--by``, and a warning for an unprojected spool (on stderr)."""
-    tokens, emergency = stats["tokens"], stats["emergency"]
-    share = tokens["saved_share"]
-    ratio = stats.get("median_compression_ratio")
-    artifacts = stats["artifact_retention"]
-    rows: list[tuple[str, object]] = [
-        ("sessions", stats["sessions"]),
-        ("turns", stats["turns"]),
-        ("messages", stats.get("messages", "–")),
-        ("effective compactions", stats["compactions"]["total"]),
-        *((f"  {t.lower()}", n) for t, n in stats["compactions"]["by_tier"].items()),
-        ("no-op attempts (nothing to compact)", stats["compactions"]["noops"]),
-        ("emergency truncations (messages dropped: context lost)", emergency["truncations"]),
-        ("emergency offloads (nothing dropped)", emergency["offload_only"]),
-        ("emergencies per 100 turns", _num(emergency["per_100_turns"])),
-        ("median compression ratio (tokens after/before)", _num(ratio)),
-        ("tokens billed (views over all turns + summariser calls)", tokens["billed"]),
-        ("tokens without compaction", tokens["uncompacted"]),
-        ("share saved", "–" if share is None else f"{share:.1%}"),
-        *_cost_rows(stats.get("cost")),
-        ("silent drops (intent or decisions lost)", stats["silent_drops"]),
-        ("artifact retention (paths, commands, errors kept)", _rate(artifacts["rate"])),
-        ("quarantined spool lines", stats["quarantined"]),
-    ]
-    console.print(_figures(title, rows))
-    for group in stats.get("groups", []):
-        key = ", ".join(f"{k} {v}" for k, v in group["key"].items())
-        stats_table(group["stats"], title=f"compactlens: {key}")
-    pending = int(stats.get("unprojected_spool_bytes", 0))
-    if pending:
-        err_console.print(
-            f"warning: {filesize.decimal(pending)} of spool events are not "
-            "projected yet and not counted above; run `compactlens ingest`",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
-
-
-def _cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, object]]:
-    """The cost lines of ``stats``: total, uncompacted, saved, the cache split, per profile."""
-    if not cost or not cost.get("sessions"):
-        return []
-    unit = cost["currency"]
-    share = cost["saved_share"]
-    rows: list[tuple[str, object]] = [
-        (f"cost ({unit}, turns + summariser, predicted prompt cache)", f"{cost['total']:,.4f}"),
-        (f"cost without compaction ({unit})", f"{cost['uncompacted']:,.4f}"),
-        ("cost saved", "–" if share is None else f"{share:.1%}"),
-        ("  cache read / written / uncached tokens", _cache_split(cost)),
-    ]
-    for name, figures in cost["by_profile"].items():
-        rows.append(
-            (
-                f"  priced as {name} ({figures['sessions']:,} sessions)",
-                f"{figures['total']:,.4f} {figures['currency']}",
-            )
-        )
-    return rows
-
-
-def _cache_split(cost: Mapping[str, Any]) -> str:
-    parts = ("cache_read_tokens", "cache_write_tokens", "uncached_tokens")
-    return " / ".join(f"{int(cost[p]):,}" for p in parts)
-
-
-def _num(value: object) -> str:
-    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def _share(value: object) -> str:
-    return f"{value:.1%}" if isinstance(value, float) else "–"
-
-
-def _rate(value: object) -> str:
-    return "no content" if value is None else f"{value:.1%}" if isinstance(value, float) else "–"
-
-
-def retention_table(found: Mapping[str, Any]) -> None:
-    """Survival per anchor type, then every silent drop with where it appeared and vanished."""
-    table = Table(title="anchor survival (share of items)")
-    for column in ("anchor type", "to the next compaction", "to the last"):
-        table.add_column(column)
-    for row in found["survival"]:
-        table.add_row(row["anchor_type"], _rate(row["survival_next"]), _rate(row["survival_last"]))
-    console.print(table)
-    drops = Table(title=f"silent drops ({len(found['silent_drops'])})")
-    for column in ("session", "anchor", "item", "introduced", "dropped", "why"):
-        drops.add_column(column, overflow="fold")
-    for d in found["silent_drops"]:
-        drops.add_row(
-            d["session_id"],
-            d["anchor_type"],
-            d["item"],
-            _compaction_at(d.get("introduced_turn"), None, d["introduced_at"]),
-            _compaction_at(d.get("dropped_turn"), d.get("dropped_tier"), d["dropped_at"]),
-            drop_reason_words(d.get("reason")),
-        )
-    console.print(drops)
-
-
-def _compaction_at(turn: int | None, tier: str | None, compaction_id: str) -> str:
-    """A compaction as a reader finds it: by turn and tier, with the id's first characters."""
-    where = f"turn {turn}" if turn is not None else "turn ?"
-    return f"{where} {tier or ''} ({compaction_id[:8]})".replace("  ", " ")
-
-
-def postmortem_table(found: Mapping[str, Any]) -> None:
-    """One row per emergency: the cause first, what happened in a sentence, the fix."""
-    table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
-    for column in ("session", "turn", "cause", "what happened", "dropped", "fix"):
-        table.add_column(column, overflow="fold")
-    for pm in found["postmortems"]:
-        dropped = f"{pm['dropped']['messages']} msgs / {pm['dropped']['tokens']:,} tokens"
-        table.add_row(
-            pm["session_id"],
-            str(pm["turn"]),
-            str(pm.get("cause") or "–"),
-            str(pm.get("explanation") or "–"),
-            dropped,
-            fix_words(pm),
-        )
-    console.print(table)
 
 
 def window_too_small(window: int, why: str) -> None:
