@@ -61,8 +61,11 @@ def write_agents(home: Path, agents: list[int], rate: float, seconds: float) -> 
         fh.close()
 
 
-def run_projector(home: Path, url: str, data: Path, stop_file: Path) -> None:
-    """Watch ``home``'s spool into the lake until ``stop_file`` exists; print commit times."""
+def run_projector(
+    home: Path, url: str, data: Path, stop_file: Path, interval_s: float = 0.5
+) -> None:
+    """Project ``home``'s spool into the lake every ``interval_s`` until ``stop_file`` exists;
+    print commit times."""
     select(Selection(url, data))
     latencies: list[float] = []
     with EventStore.for_home(home) as store:
@@ -81,7 +84,7 @@ def run_projector(home: Path, url: str, data: Path, stop_file: Path) -> None:
         stored = 0
         while not stop_file.exists():
             stored += projector.ingest(checkpoint=False).new_events
-            time.sleep(0.5)
+            time.sleep(interval_s)
         stored += projector.ingest(checkpoint=False).new_events
     print(json.dumps({"stored": stored, "latencies": latencies}))
 
@@ -138,7 +141,7 @@ def bench(args: argparse.Namespace, url: str, tmp: Path) -> dict[str, Any]:
         )
         projectors.append(
             subprocess.Popen(
-                [*me, "--project", str(home), url, str(data), str(stop)],
+                [*me, "--project", str(home), url, str(data), str(stop), str(args.interval)],
                 env=env,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -177,6 +180,7 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     minutes = r["offered_s"] / 60
     print(
         f"{args.agents} agents x {args.rate:g} events/s through {args.projectors} projectors "
+        f"(an ingest every {args.interval:g}s) "
         f"for {r['offered_s']:.0f}s: offered {r['offered'] / r['offered_s']:,.0f} events/s, "
         f"stored {r['stored']:,} of {r['offered']:,} "
         f"({r['stored'] / r['total_s']:,.0f} events/s sustained incl. the drain, "
@@ -200,13 +204,18 @@ def main() -> int:
         write_agents(Path(sys.argv[2]), json.loads(sys.argv[3]), *map(float, sys.argv[4:6]))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--project":
-        run_projector(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))
+        run_projector(
+            Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]), float(sys.argv[6])
+        )
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--rate", type=float, default=10.0, help="events/s per agent")
     parser.add_argument("--projectors", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--interval", type=float, default=0.5, help="seconds between a projector's ingests"
+    )
     parser.add_argument("--store", help="ducklake:postgres:<conninfo> (default: a server of ours)")
     args = parser.parse_args()
     load = os.getloadavg()[0]

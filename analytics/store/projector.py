@@ -87,19 +87,36 @@ class _Job:
 
 
 @dataclass
-class _Parsed:
-    """One chunk of a spool file, read and validated, not yet committed."""
+class _Part:
+    """What a chunk read of one spool file: where it ended."""
 
     entry: SpoolEntry
-    batch: EventBatch
-    bad: list[QuarantinedLine]
     end: int
-    """Byte offset just after the chunk's last complete line."""
+    """Byte offset just after the part's last complete line."""
     end_line: int
     lines_before: int
     tail_sha256: str
     """The fingerprint of ``end``."""
     bytes: int = 0
+
+
+@dataclass
+class _Parsed:
+    """One commit's worth of spool lines, read and validated, not yet committed: a chunk of
+    one file, or the whole new tails of several small files (many agents' spool files each
+    with a little new: one commit for all of them, not one each)."""
+
+    batch: EventBatch
+    bad: list[QuarantinedLine]
+    parts: list[_Part]
+
+    @property
+    def last(self) -> _Part:
+        return self.parts[-1]
+
+    @property
+    def bytes(self) -> int:
+        return sum(part.bytes for part in self.parts)
 
 
 @dataclass
@@ -262,8 +279,9 @@ class Projector:
                     return
                 # the next chunk, of this file or the next one, is parsed during this commit
                 size = min(size * 2, self.chunk_bytes)
+                end = parsed.last
                 pending = pool.submit(
-                    self._parse_next, spool, jobs, found.at, parsed.end, parsed.end_line, size
+                    self._parse_next, spool, jobs, found.at, end.end, end.end_line, size
                 )
                 total.add(self._commit(parsed))
                 if progress:
@@ -272,28 +290,47 @@ class Projector:
     def _parse_next(
         self, spool: SpoolDir, jobs: list[_Job], at: int, offset: int, lines: int, size: int
     ) -> _Next:
-        """The next chunk from ``offset`` of ``jobs[at]``'s file, or else from the start of the
-        following files (their planned starts); a file that cannot be read is skipped."""
+        """The next ``size`` bytes or so from ``offset`` of ``jobs[at]``'s file, then from the
+        start of the following files (their planned starts) while a file's new bytes end
+        before ``size`` is reached; a file that cannot be read is skipped."""
         found = _Next(at, None)
-        while found.at < len(jobs):
+        batch, bad, parts = EventBatch(), list[QuarantinedLine](), list[_Part]()
+        budget = size
+        while found.at < len(jobs) and budget > 0:
             job = jobs[found.at]
             try:
-                found.parsed = self._parse_chunk(spool, job, offset, lines, size)
+                part = self._parse_chunk(spool, job, offset, lines, budget, batch, bad)
             except SpoolSkipError as exc:
                 found.skipped[job.entry.source] = str(exc)
-            if found.parsed is not None:
-                return found
+                part = None
+            if part is not None:
+                parts.append(part)
+                budget -= part.bytes
+                if part.end < job.entry.size:
+                    break  # this file has more: the next chunk goes on from here
+            if found.at + 1 == len(jobs) or (part is not None and budget <= 0):
+                break
             found.at += 1
-            if found.at < len(jobs):
-                offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
+            offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
+        if parts:
+            batch.seal()
+            found.parsed = _Parsed(batch, bad, parts)
+        elif found.at + 1 == len(jobs):
+            found.at = len(jobs)
         return found
 
     @staticmethod
     def _parse_chunk(
-        spool: SpoolDir, job: _Job, offset: int, lines: int, size: int
-    ) -> _Parsed | None:
+        spool: SpoolDir,
+        job: _Job,
+        offset: int,
+        lines: int,
+        size: int,
+        batch: EventBatch,
+        bad: list[QuarantinedLine],
+    ) -> _Part | None:
         """Read and validate the complete lines in the ``size`` bytes after ``offset`` (more
-        if one line is longer; None: nothing complete)."""
+        if one line is longer) into ``batch`` and ``bad``; None: nothing complete."""
         lead = min(TAIL_BYTES, offset)
         fd, info = spool.open(job.entry)
         try:
@@ -318,27 +355,28 @@ class Projector:
             return None
         chunk = data[: end + 1]
         tail = tail_sha256(chunk if len(chunk) >= TAIL_BYTES else before + chunk)
-        parsed = _Parsed(job.entry, EventBatch(), [], offset + len(chunk), lines, lines, tail)
+        part = _Part(job.entry, offset + len(chunk), lines, lines, tail, len(chunk))
         source, at = job.entry.source, offset
         for raw in chunk.split(b"\n")[:-1]:
-            parsed.end_line += 1
+            part.end_line += 1
             if raw.strip():
-                parse_into(raw, source, parsed.end_line, at, parsed.batch, parsed.bad)
+                parse_into(raw, source, part.end_line, at, batch, bad)
             at += len(raw) + 1
-        parsed.bytes = len(chunk)
-        parsed.batch.seal()
-        return parsed
+        return part
 
     def _commit(self, parsed: _Parsed) -> IngestResult:
-        """Events, quarantined lines and the new position of one chunk, in one transaction."""
-        entry = parsed.entry
-        position = SpoolPosition(parsed.end, parsed.end_line, entry.inode, parsed.tail_sha256)
-        done = self.store.commit_batch(
-            parsed.batch, parsed.bad, {entry.source: position}, spool=self.spool_dir
-        )
+        """Events, quarantined lines and the new position of each file read, in one
+        transaction."""
+        positions = {
+            part.entry.source: SpoolPosition(
+                part.end, part.end_line, part.entry.inode, part.tail_sha256
+            )
+            for part in parsed.parts
+        }
+        done = self.store.commit_batch(parsed.batch, parsed.bad, positions, spool=self.spool_dir)
         return IngestResult(
             commits=1,
-            lines=parsed.end_line - parsed.lines_before,
+            lines=sum(part.end_line - part.lines_before for part in parsed.parts),
             new_events=done.events,
             duplicates=len(parsed.batch) - done.events,
             quarantined=done.quarantined,
