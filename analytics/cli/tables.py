@@ -18,6 +18,7 @@ from analytics.cli.commands import IngestReport, RunReport
 from analytics.cli.terminal import console, err_console
 from analytics.jobs.explanations import drop_reason_words, fix_words
 from analytics.store.projector import IngestResult
+from analytics.tuning import baseline_line
 
 
 def tune_table(found: Mapping[str, Any]) -> None:
@@ -54,14 +55,8 @@ def tune_table(found: Mapping[str, Any]) -> None:
     if rec["name"]:
         console.print(f"rule: {rec['rule']}", soft_wrap=True)
         console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
-        base = rec.get("baseline")
-        if base:
-            figure = next(v for k, v in base.items() if k not in ("name", "within"))
-            console.print(
-                f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); the "
-                f"recommendation is {'within' if base['within'] else 'OVER'} it",
-                soft_wrap=True,
-            )
+        if line := baseline_line(rec):
+            console.print(line, soft_wrap=True)
         _fold_lines(rec.get("folds"))
     else:
         console.print("no configuration met the constraints (0 turns over the window)")

@@ -19,6 +19,7 @@ from analytics.tuning.lab import (
 from analytics.tuning.metrics import SessionMetrics, measure, totals
 from analytics.tuning.output import (
     STRATEGY_KEYS,
+    baseline_line,
     load_summary,
     newest_summary,
     save_summary,
@@ -65,6 +66,7 @@ __all__ = [
     "TuneReport",
     "TuningFrames",
     "TurnView",
+    "baseline_line",
     "evaluate",
     "grid_specs",
     "load_grid",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,19 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         "profiles": profiles,
         "notes": report.notes,
     }
+
+
+def baseline_line(recommended: Mapping[str, Any]) -> str | None:
+    """The ``tune --json`` recommendation's baseline in words (None when it had none)."""
+    base = recommended.get("baseline")
+    if not base:
+        return None
+    figure = next(v for k, v in base.items() if k not in ("name", "within"))
+    where = "within" if base["within"] else "OVER"
+    return (
+        f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); "
+        f"the recommendation is {where} it"
+    )
 
 
 def summary_path(home: Path, run_id: str) -> Path:

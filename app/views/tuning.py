@@ -18,7 +18,15 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import STRATEGY_KINDS, SessionMetrics, load_runs, pareto_figure, pareto_front, totals
+from analytics import (
+    STRATEGY_KINDS,
+    SessionMetrics,
+    baseline_line,
+    load_runs,
+    pareto_figure,
+    pareto_front,
+    totals,
+)
 from app import tuning_job
 from app.context import home, read
 from app.owner import allowed_roots
@@ -53,6 +61,8 @@ def _recommendation(summary: dict[str, Any]) -> None:
     st.text(f"objective: {summary.get('objective')} · priced under {priced}")
     if rec.get("rule"):
         st.text(f"rule: {rec['rule']}")
+    if line := baseline_line(rec):
+        st.text(line)
     files = rec.get("held_back_sessions") or []
     st.caption(f"Held-back transcript files ({len(files)}): the recommendation's figures")
     if files:

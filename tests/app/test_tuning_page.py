@@ -96,3 +96,5 @@ def test_a_run_from_the_cli_shows_its_objective_and_rule_on_the_page(
 
     assert f"objective: {found['objective']} · priced under anthropic" in text
     assert f"rule: {found['recommended']['rule']}" in text
+    base = found["recommended"]["baseline"]
+    assert f"cheapest baseline on the tuning sessions: {base['name']} (" in text
