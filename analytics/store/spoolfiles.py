@@ -3,8 +3,9 @@
 ``SpoolDir`` lists the folder's ``*.jsonl`` entries without following links and opens each one
 relative to the folder's own descriptor with ``O_NOFOLLOW | O_NONBLOCK``, then checks with
 ``fstat`` on the opened descriptor that it is a regular file: a symbolic link (to ``~/secret``
-or ``/etc/passwd``), a FIFO, a device or a directory is never read, and its bytes are never
-copied anywhere. A file that cannot be read now (gone since the listing, another user's) is a
+or ``/etc/passwd``), a FIFO, a device or a directory is never read, nor is a file with more
+than one hard link (a second name for any file of the same file system), and their bytes are
+never copied anywhere. A file that cannot be read now (gone since the listing, another user's) is a
 ``SpoolSkipError`` with the reason, so the projector skips it, reads the others and tries again on
 its next pass. ``tail_sha256`` fingerprints an offset by the bytes just before it, so a file
 truncated and rewritten past its old offset (logrotate's ``copytruncate``) is told apart from
@@ -113,6 +114,9 @@ class SpoolDir:
                 if not stat.S_ISREG(info.st_mode):
                     skipped[source] = f"{kind_of(info.st_mode)}, not a regular file; not read"
                     continue
+                if info.st_nlink > 1:
+                    skipped[source] = _linked(info.st_nlink)
+                    continue
                 entries.append(SpoolEntry(entry.name, source, info.st_ino, info.st_size))
         entries.sort(key=lambda e: e.name)
         return entries, skipped
@@ -133,7 +137,16 @@ class SpoolDir:
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise SpoolSkipError(f"{kind_of(info.st_mode)}, not a regular file; not read")
+        if info.st_nlink > 1:
+            os.close(fd)
+            raise SpoolSkipError(_linked(info.st_nlink))
         return fd, info
+
+
+def _linked(links: int) -> str:
+    """The skip for a file with other names: a hard link may make any file of the same
+    file system look like a spool file, as a symbolic link would."""
+    return f"a file with {links} hard links (names elsewhere too; a spool file has one), not read"
 
 
 def read_failure(exc: OSError) -> SpoolSkipError:

@@ -80,6 +80,27 @@ def test_a_symlink_in_the_spool_is_not_read_and_its_target_is_copied_nowhere(
     assert SECRET not in done.stdout + done.stderr
 
 
+def test_a_hard_link_in_the_spool_is_not_read_and_its_target_is_copied_nowhere(
+    tmp_path: Path,
+) -> None:
+    spool = tmp_path / "spool"
+    write_lines(spool / "good.jsonl", usage_lines("good", 3))
+    os.link(_secret(tmp_path), spool / "agent.jsonl")
+
+    with EventStore.for_home(tmp_path) as store:
+        result = Projector(store, spool).ingest()
+        assert (result.new_events, result.quarantined) == (3, 0)
+        assert sorted(store.offsets()) == ["good.jsonl"]
+    (line,) = result.skipped
+    assert line.startswith("agent.jsonl: a file with 2 hard links")
+    assert _leaks(tmp_path) == 0
+
+    # the second name gone, the file is an ordinary spool file of one name (and bad lines)
+    (tmp_path / "secret").unlink()
+    with EventStore.for_home(tmp_path) as store:
+        assert Projector(store, spool).ingest().quarantined == 2
+
+
 def test_a_fifo_or_a_directory_named_like_a_spool_file_is_skipped_with_a_line(
     tmp_path: Path,
 ) -> None:
