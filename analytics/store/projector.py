@@ -28,7 +28,7 @@ from pathlib import Path
 
 from analytics.store import EventBatch, EventStore, QuarantinedLine
 from analytics.store.batch import SpoolPosition
-from analytics.store.lines import parse_into
+from analytics.store.chunks import Job, Parsed, Part, parse_chunk
 from analytics.store.lines import parse_line as parse_line
 from analytics.store.maintenance import Maintenance
 from analytics.store.spoolfiles import (
@@ -77,54 +77,12 @@ class IngestResult:
         self.skipped.extend(other.skipped)
 
 
-@dataclass(frozen=True)
-class _Job:
-    """A spool file with bytes to read, and where reading starts."""
-
-    entry: SpoolEntry
-    """As ``fstat`` saw it when the job was planned."""
-    start: SpoolPosition
-
-
-@dataclass
-class _Part:
-    """What a chunk read of one spool file: where it ended."""
-
-    entry: SpoolEntry
-    end: int
-    """Byte offset just after the part's last complete line."""
-    end_line: int
-    lines_before: int
-    tail_sha256: str
-    """The fingerprint of ``end``."""
-    bytes: int = 0
-
-
-@dataclass
-class _Parsed:
-    """One commit's worth of spool lines, read and validated, not yet committed: a chunk of
-    one file, or the whole new tails of several small files (many agents' spool files each
-    with a little new: one commit for all of them, not one each)."""
-
-    batch: EventBatch
-    bad: list[QuarantinedLine]
-    parts: list[_Part]
-
-    @property
-    def last(self) -> _Part:
-        return self.parts[-1]
-
-    @property
-    def bytes(self) -> int:
-        return sum(part.bytes for part in self.parts)
-
-
 @dataclass
 class _Next:
     """What the parse thread found next: the index of its job and the chunk (None: no more)."""
 
     at: int
-    parsed: _Parsed | None
+    parsed: Parsed | None
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -212,7 +170,7 @@ class Projector:
         total.seconds = time.perf_counter() - started
         return total
 
-    def _plan(self, spool: SpoolDir) -> tuple[list[_Job], dict[str, str]]:
+    def _plan(self, spool: SpoolDir) -> tuple[list[Job], dict[str, str]]:
         """The files with bytes to read and where to start; {source: why} for files skipped."""
         positions = self.store.positions(self.spool_dir)
         entries, skipped = spool.listing()
@@ -231,7 +189,7 @@ class Projector:
         return jobs, skipped
 
     @staticmethod
-    def _resume(spool: SpoolDir, entry: SpoolEntry, pos: SpoolPosition | None) -> _Job | None:
+    def _resume(spool: SpoolDir, entry: SpoolEntry, pos: SpoolPosition | None) -> Job | None:
         """Where to read ``entry`` from: its committed position if the file there is still the
         one read (same inode, same bytes before the offset), else its start."""
         fd, info = spool.open(entry)
@@ -247,12 +205,12 @@ class Projector:
             raise read_failure(exc) from None
         finally:
             os.close(fd)
-        return _Job(entry, start) if entry.size > start.byte_offset else None
+        return Job(entry, start) if entry.size > start.byte_offset else None
 
     def _run(
         self,
         spool: SpoolDir,
-        jobs: list[_Job],
+        jobs: list[Job],
         total: IngestResult,
         skipped: dict[str, str],
         progress: Progress | None,
@@ -288,18 +246,18 @@ class Projector:
                     progress(total.bytes_read, todo)
 
     def _parse_next(
-        self, spool: SpoolDir, jobs: list[_Job], at: int, offset: int, lines: int, size: int
+        self, spool: SpoolDir, jobs: list[Job], at: int, offset: int, lines: int, size: int
     ) -> _Next:
         """The next ``size`` bytes or so from ``offset`` of ``jobs[at]``'s file, then from the
         start of the following files (their planned starts) while a file's new bytes end
         before ``size`` is reached; a file that cannot be read is skipped."""
         found = _Next(at, None)
-        batch, bad, parts = EventBatch(), list[QuarantinedLine](), list[_Part]()
+        batch, bad, parts = EventBatch(), list[QuarantinedLine](), list[Part]()
         budget = size
         while found.at < len(jobs) and budget > 0:
             job = jobs[found.at]
             try:
-                part = self._parse_chunk(spool, job, offset, lines, budget, batch, bad)
+                part = parse_chunk(spool, job, offset, lines, budget, batch, bad)
             except SpoolSkipError as exc:
                 found.skipped[job.entry.source] = str(exc)
                 part = None
@@ -314,57 +272,12 @@ class Projector:
             offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
         if parts:
             batch.seal()
-            found.parsed = _Parsed(batch, bad, parts)
+            found.parsed = Parsed(batch, bad, parts)
         elif found.at + 1 == len(jobs):
             found.at = len(jobs)
         return found
 
-    @staticmethod
-    def _parse_chunk(
-        spool: SpoolDir,
-        job: _Job,
-        offset: int,
-        lines: int,
-        size: int,
-        batch: EventBatch,
-        bad: list[QuarantinedLine],
-    ) -> _Part | None:
-        """Read and validate the complete lines in the ``size`` bytes after ``offset`` (more
-        if one line is longer) into ``batch`` and ``bad``; None: nothing complete."""
-        lead = min(TAIL_BYTES, offset)
-        fd, info = spool.open(job.entry)
-        try:
-            if info.st_ino != job.entry.inode:
-                raise SpoolSkipError("replaced while it was being read; read again next time")
-            data = read_at(fd, offset - lead, lead + size)
-            before, data = data[:lead], data[lead:]
-            if data and b"\n" not in data:  # one line longer than size: read on to its end
-                pieces = [data]
-                while b"\n" not in pieces[-1]:  # each piece scanned once, joined once
-                    more = read_at(fd, offset + sum(map(len, pieces)), size)
-                    if not more:
-                        return None  # only a torn last line: wait for the rest
-                    pieces.append(more)
-                data = b"".join(pieces)
-        except OSError as exc:
-            raise read_failure(exc) from None
-        finally:
-            os.close(fd)
-        end = data.rfind(b"\n")
-        if end < 0:
-            return None
-        chunk = data[: end + 1]
-        tail = tail_sha256(chunk if len(chunk) >= TAIL_BYTES else before + chunk)
-        part = _Part(job.entry, offset + len(chunk), lines, lines, tail, len(chunk))
-        source, at = job.entry.source, offset
-        for raw in chunk.split(b"\n")[:-1]:
-            part.end_line += 1
-            if raw.strip():
-                parse_into(raw, source, part.end_line, at, batch, bad)
-            at += len(raw) + 1
-        return part
-
-    def _commit(self, parsed: _Parsed) -> IngestResult:
+    def _commit(self, parsed: Parsed) -> IngestResult:
         """Events, quarantined lines and the new position of each file read, in one
         transaction."""
         positions = {
