@@ -5,8 +5,8 @@ inline in that thread (``workers=0``): no process pool is forked inside the serv
 writes its log and recommended TOML under ``<home>/tuning`` like ``compactlens tune``; this
 module only starts it, remembers what ``run_tune`` reported and keeps it beside the log as
 ``<run_id>-tune.json`` (``tune --json``'s object: the objective, the rule in words, the
-recommended row, the held-back files, the per-model profiles and their warnings), which the
-log itself does not hold. The app has no login, so the
+recommended row, the held-back files, the per-model profiles and their warnings) with
+``save_summary``, as ``compactlens tune`` does. The app has no login, so the
 paths a page asks it to read are ``confine``d first: each must lie under the home or a folder
 the app was started with (``--allow-path``), and a folder must hold no link leading out.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from analytics import TuneProgress, load_summary, run_tune, save_summary
+from analytics import TuneProgress, run_tune, save_summary
 
 SMALL_GRID: dict[str, list[Any]] = {"warn": [0.5, 0.6], "full": [0.85]}
 """Two progressive configurations: a run that finishes in seconds on a few transcripts."""
@@ -164,12 +164,6 @@ def _run(
         job.error = f"{type(exc).__name__}: {exc}"
     finally:
         job.done.set()
-
-
-def run_summary(home: Path, run_id: str) -> dict[str, Any] | None:
-    """The ``tune --json`` object kept for ``run_id`` (None: none was kept, or it is
-    unreadable)."""
-    return load_summary(home, run_id)
 
 
 SHOWN = (

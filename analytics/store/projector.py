@@ -254,7 +254,7 @@ class Projector:
         found = _Next(at, None)
         batch, bad, parts = EventBatch(), list[QuarantinedLine](), list[Part]()
         budget = size
-        while found.at < len(jobs) and budget > 0:
+        while found.at < len(jobs):
             job = jobs[found.at]
             try:
                 part = parse_chunk(spool, job, offset, lines, budget, batch, bad)
@@ -264,17 +264,15 @@ class Projector:
             if part is not None:
                 parts.append(part)
                 budget -= part.bytes
-                if part.end < job.entry.size:
-                    break  # this file has more: the next chunk goes on from here
-            if found.at + 1 == len(jobs) or (part is not None and budget <= 0):
+                if part.end < job.entry.size or budget <= 0:
+                    break  # this file has more, or the chunk is full: go on from here
+            if found.at + 1 == len(jobs):
                 break
             found.at += 1
             offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
         if parts:
             batch.seal()
             found.parsed = Parsed(batch, bad, parts)
-        elif found.at + 1 == len(jobs):
-            found.at = len(jobs)
         return found
 
     def _commit(self, parsed: Parsed) -> IngestResult:

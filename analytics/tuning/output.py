@@ -99,7 +99,7 @@ def baseline_line(recommended: Mapping[str, Any]) -> str | None:
     base = recommended.get("baseline")
     if not base:
         return None
-    figure = next(v for k, v in base.items() if k not in ("name", "within"))
+    figure = base["cost"] if "cost" in base else base["tokens_billed"]
     where = "within" if base["within"] else "OVER"
     return (
         f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); "
@@ -126,11 +126,7 @@ def save_summary(home: Path, report: TuneReport) -> Path:
 def load_summary(home: Path, run_id: str) -> dict[str, Any] | None:
     """The ``tune --json`` object kept for ``run_id`` (None: none was kept, e.g. a run from
     before this file existed, or it is unreadable)."""
-    try:
-        data = json.loads(summary_path(home, run_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return _read_summary(summary_path(home, run_id))
 
 
 def newest_summary(home: Path) -> dict[str, Any] | None:
@@ -138,8 +134,12 @@ def newest_summary(home: Path) -> dict[str, Any] | None:
     kept = sorted(
         (home / "tuning").glob(f"*{SUMMARY_SUFFIX}"), key=lambda p: (p.stat().st_mtime, p.name)
     )
-    for path in reversed(kept):
-        found = load_summary(home, path.name.removesuffix(SUMMARY_SUFFIX))
-        if found is not None:
-            return found
-    return None
+    return next((s for p in reversed(kept) if (s := _read_summary(p)) is not None), None)
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -23,6 +23,7 @@ from analytics import (
     SessionMetrics,
     baseline_line,
     load_runs,
+    load_summary,
     pareto_figure,
     pareto_front,
     totals,
@@ -81,7 +82,7 @@ def _recommendation(summary: dict[str, Any]) -> None:
 def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
     run_id, window = str(run["run_id"]), int(str(run["window"]))
     st.text(f"run {run_id} · window {window:,} · {run['sessions']} sessions")
-    summary = tuning_job.run_summary(home(), run_id)
+    summary = load_summary(home(), run_id)
     if summary is not None and summary.get("strategies"):
         table = tuning_job.summary_table(summary)
         front = [str(n) for n in summary.get("pareto", [])]
