@@ -28,8 +28,9 @@ import polars as pl
 from analytics.jobs.explanations import fix_words
 from analytics.queries.audit import audit_json
 from analytics.queries.findings import postmortem_json, retention_json
+from analytics.queries.frames import sessions_frame
 from analytics.queries.materialize import job_table
-from analytics.queries.stats import CohortKey, fleet_stats
+from analytics.queries.stats import CohortKey, cohorts, fleet_stats
 from analytics.report.charts import (
     billing_figure,
     compression_figure,
@@ -195,13 +196,18 @@ def _harness_compactions(store: EventStore, limit: int = 50) -> str:
 
 def _recommendation(home: Path | None, summary: dict[str, Any] | None = None) -> str:
     """The newest tuning run's recommendation: from its ``tune --json`` object (``summary``)
-    the rule, the held-back figures and the baseline it stayed within, then the newest
-    recommended TOML under ``<home>/tuning`` as the file says it."""
-    found = (
-        sorted((home / "tuning").glob("*-recommended*.toml"), key=lambda p: p.stat().st_mtime)
-        if home is not None
-        else []
-    )
+    the rule, the held-back figures and the baseline it stayed within, then that run's
+    recommended TOML as the file says it (without a summary: the newest recommended TOML
+    under ``<home>/tuning``)."""
+    named = ((summary or {}).get("recommended") or {}).get("path")
+    if named:
+        found = [Path(named)] if Path(named).is_file() else []
+    elif home is not None:
+        found = sorted(
+            (home / "tuning").glob("*-recommended*.toml"), key=lambda p: p.stat().st_mtime
+        )
+    else:
+        found = []
     if not found and not summary:
         return '<p class="empty">No tuning run here yet: `compactlens tune PATH --window N`.</p>'
     parts = [_tuning_summary(summary)] if summary else []
@@ -210,6 +216,11 @@ def _recommendation(home: Path | None, summary: dict[str, Any] | None = None) ->
         text = newest.read_text(encoding="utf-8", errors="replace")
         parts.append(f"<p>{html.escape(str(newest))}</p><pre>{html.escape(text)}</pre>")
     return "".join(parts)
+
+
+def _windows_if_several(store: EventStore) -> tuple[CohortKey, ...]:
+    """``("window",)`` when the store's live sessions span more than one window, else ()."""
+    return ("window",) if len(cohorts(sessions_frame(store), ["window"])) > 1 else ()
 
 
 def _tuning_summary(summary: dict[str, Any]) -> str:
@@ -242,10 +253,8 @@ def write_report(
     """Write the report to ``out`` (parents created) and return its path. ``by``: the cohorts
     to set side by side (None: by window when there is more than one); ``tuning``: the newest
     tuning run's ``tune --json`` object."""
-    keys: Sequence[CohortKey] = ("window",) if by is None else by
+    keys: Sequence[CohortKey] = by if by is not None else _windows_if_several(store)
     stats = fleet_stats(store, spool_dir, by=keys)
-    if by is None and len(stats.get("groups", [])) < 2:
-        stats["groups"], keys = [], ()
     figures = [
         tier_counts_figure(stats["compactions"]["by_tier"]),
         compression_figure(_compression_rows(stats)),
