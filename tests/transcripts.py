@@ -17,3 +17,5 @@ DEV: list[Path] = (
     if TRANSCRIPTS.is_dir()
     else []
 )
+CTF = TRANSCRIPTS / "swe-agent" / "trajectories" / "demonstrations" / "ctf"
+"""The swe-agent CTF demonstrations: small real sessions, one per file, for end-to-end runs."""

@@ -20,8 +20,7 @@ from app import tuning_job
 from app.tuning_job import RECOMMENDED
 from tests.app.fixtures import TRANSCRIPTS, FixtureHome
 from tests.app.pages import open_page, shown
-
-CTF = TRANSCRIPTS / "swe-agent" / "trajectories" / "demonstrations" / "ctf"
+from tests.transcripts import CTF
 
 
 def _started_from_the_page(fixture_home: FixtureHome) -> tuning_job.TuningJob:

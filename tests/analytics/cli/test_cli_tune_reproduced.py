@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from analytics.cli.main import app
-from tests.transcripts import TRANSCRIPTS
+from tests.cli import invoke_ok
+from tests.transcripts import CTF
 
-CTF = TRANSCRIPTS / "swe-agent" / "trajectories" / "demonstrations" / "ctf"
 WINDOW = "4000"
 GRID = (
     "warn = [0.6]\nsoft = [0.7]\nfull = [0.8, 0.85]\nmin_tail_messages = [6]\n"
@@ -30,19 +28,13 @@ GRID = (
 pytestmark = pytest.mark.skipif(not CTF.is_dir(), reason=f"no transcripts at {CTF}")
 
 
-def _invoke(*args: str) -> str:
-    done = CliRunner().invoke(app, list(args))
-    assert done.exit_code == 0, done.output
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("tune")
     grid = home / "grid.toml"
     grid.write_text(GRID, encoding="utf-8")
     files = [str(p) for p in sorted(CTF.rglob("*.traj"))]
-    out = _invoke(
+    out = invoke_ok(
         *("tune", *files, "--window", WINDOW, "--workers", "0", "--json"),
         *("--strategies", "progressive", "--grid", str(grid)),
         *("--price-profile", "anthropic", "--home", str(home)),
@@ -52,12 +44,12 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _replayed(file: str, config: str, home: Path) -> dict[str, Any]:
-    _invoke(
+    invoke_ok(
         *("replay", file, "--window", WINDOW, "--config", config, "--uncalibrated"),
         *("--home", str(home)),
     )
     stats: dict[str, Any] = json.loads(
-        _invoke("stats", "--json", "--home", str(home), "--price-profile", "anthropic")
+        invoke_ok("stats", "--json", "--home", str(home), "--price-profile", "anthropic")
     )
     return stats
 

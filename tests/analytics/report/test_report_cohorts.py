@@ -15,28 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from analytics.cli.main import app
-from tests.transcripts import TRANSCRIPTS
+from tests.cli import invoke_ok
+from tests.transcripts import CTF
 
-CTF = TRANSCRIPTS / "swe-agent" / "trajectories" / "demonstrations" / "ctf"
 WINDOWS = ("4000", "8000")
 
 pytestmark = pytest.mark.skipif(not CTF.is_dir(), reason=f"no transcripts at {CTF}")
-
-
-def _invoke(*args: str) -> str:
-    done = CliRunner().invoke(app, list(args))
-    assert done.exit_code == 0, done.output
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
 def two_windows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("report-cohorts")
     for window in WINDOWS:
-        _invoke("replay", str(CTF), "--window", window, "--home", str(home))
+        invoke_ok("replay", str(CTF), "--window", window, "--home", str(home))
     return home
 
 
@@ -52,7 +44,7 @@ def _section(page: str, title: str) -> list[list[str]]:
 
 def _report(home: Path, tmp_path: Path, *extra: str) -> str:
     out = tmp_path / "report.html"
-    _invoke("report", str(out), "--home", str(home), *extra)
+    invoke_ok("report", str(out), "--home", str(home), *extra)
     return out.read_text(encoding="utf-8")
 
 
@@ -61,7 +53,7 @@ def test_two_windows_get_a_cohort_row_each_with_the_sessions_of_each_replay(
 ) -> None:
     per_window = len(list(CTF.rglob("*.traj")))
     stats: dict[str, Any] = json.loads(
-        _invoke("stats", "--json", "--by", "window", "--home", str(two_windows))
+        invoke_ok("stats", "--json", "--by", "window", "--home", str(two_windows))
     )
 
     rows = _section(_report(two_windows, tmp_path), "Cohorts by window")
@@ -80,7 +72,7 @@ def test_two_windows_get_a_cohort_row_each_with_the_sessions_of_each_replay(
 def test_the_headline_is_priced_and_a_single_window_has_no_cohort_section(
     two_windows: Path, tmp_path: Path
 ) -> None:
-    stats = json.loads(_invoke("stats", "--json", "--home", str(two_windows)))
+    stats = json.loads(invoke_ok("stats", "--json", "--home", str(two_windows)))
     page = _report(two_windows, tmp_path)
     (table,) = re.findall(r"<h2>Headline figures</h2>\s*<table>(.*?)</table>", page, re.S)
     currency = stats["cost"]["currency"]
@@ -88,7 +80,7 @@ def test_the_headline_is_priced_and_a_single_window_has_no_cohort_section(
     assert shown and float(shown.group(1)) == pytest.approx(stats["cost"]["total"], abs=5e-4)
 
     one = tmp_path / "one"
-    _invoke("replay", str(CTF), "--window", WINDOWS[0], "--home", str(one))
+    invoke_ok("replay", str(CTF), "--window", WINDOWS[0], "--home", str(one))
     assert "Cohorts by" not in _report(one, tmp_path)
     assert "<h2>Cohorts by agent</h2>" in _report(one, tmp_path, "--by", "agent")
 
@@ -99,7 +91,7 @@ def test_the_newest_tuning_run_is_shown_with_its_rule_and_held_back_figures(
     grid = tmp_path / "grid.toml"
     grid.write_text("warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8")
     found = json.loads(
-        _invoke(
+        invoke_ok(
             *("tune", str(CTF), "--window", "4000", "--workers", "0", "--json"),
             *("--strategies", "progressive", "--strategies", "threshold", "--grid", str(grid)),
             *("--price-profile", "anthropic", "--home", str(two_windows)),
