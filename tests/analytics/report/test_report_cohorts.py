@@ -98,9 +98,13 @@ def test_the_newest_tuning_run_is_shown_with_its_rule_and_held_back_figures(
         )
     )
     rec = found["recommended"]
+    # a newer recommended TOML of another run (or a per-model profile) is not this run's
+    other = Path(rec["path"]).with_name("zz-other-recommended-model.toml")
+    other.write_text("# compactlens tune: another run\nwarn = 0.41\n", encoding="utf-8")
 
-    shown = _section(_report(two_windows, tmp_path), "Tuning recommendation")
-    rows = {r[0]: r[1] for r in shown}
+    page = _report(two_windows, tmp_path)
+    rows = {r[0]: r[1] for r in _section(page, "Tuning recommendation")}
+    assert html.escape(rec["path"]) in page and "another run" not in page
 
     assert rows["recommended"] == rec["name"]
     assert rows["rule"] == rec["rule"]
