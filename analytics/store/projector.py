@@ -79,7 +79,8 @@ class IngestResult:
 
 @dataclass
 class _Next:
-    """What the parse thread found next: the index of its job and the chunk (None: no more)."""
+    """What the parse thread found next: the chunk (None: no more) and the index of the job
+    the next call goes on from (at the chunk's end), ``len(jobs)`` once every file is done."""
 
     at: int
     parsed: Parsed | None
@@ -266,10 +267,9 @@ class Projector:
                 budget -= part.bytes
                 if part.end < job.entry.size or budget <= 0:
                     break  # this file has more, or the chunk is full: go on from here
-            if found.at + 1 == len(jobs):
-                break
-            found.at += 1
-            offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
+            found.at += 1  # past the last file: the next call finds nothing
+            if found.at < len(jobs):
+                offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
         if parts:
             batch.seal()
             found.parsed = Parsed(batch, bad, parts)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from analytics.replay.synthetic import generate_session
@@ -167,6 +167,9 @@ def _reference() -> dict[str, pl.DataFrame]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(layout=layouts)
+@example(  # a chunk ending in a.jsonl, then only a torn line in agent-1.jsonl (see _Next.at)
+    layout=Layout(["agent-1.jsonl", "m.jsonl", "a.jsonl"], 4082988, False, 6, 8192, True)
+)
 def test_every_table_is_the_same_whatever_the_file_order_interleaving_and_batches(
     layout: Layout,
 ) -> None:

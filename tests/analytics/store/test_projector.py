@@ -156,6 +156,48 @@ def test_ids_stored_or_repeated_within_one_batch_are_skipped_and_the_first_line_
 # ---------------------------------------------------------------- torn lines
 
 
+def _newlines_before(path: Path, offset: int) -> int:
+    return path.read_bytes()[:offset].count(b"\n")
+
+
+@pytest.mark.parametrize("torn_files", [["b.jsonl"], ["b.jsonl", "c.jsonl"]])
+def test_files_after_the_last_new_line_holding_only_a_torn_line_keep_their_own_offsets(
+    tmp_path: Path, torn_files: list[str]
+) -> None:
+    """A chunk that ends in one file, followed only by files whose new bytes are a torn line,
+    must not make the next read go on in those files from the first file's offset (found by
+    hypothesis in test_projection_order: line numbers two too high, and lines read again)."""
+    spool = tmp_path / "spool"
+    first = usage_lines("a", 3)
+    write_lines(spool / "a.jsonl", first[:2])
+    torn = {name: usage_lines(name, 12) for name in torn_files}
+    for name, lines in torn.items():
+        write_lines(spool / name, lines[:10])
+    with EventStore.for_home(tmp_path) as store:
+        projector = Projector(store, spool)
+        projector.ingest()
+        write_lines(spool / "a.jsonl", first[2:])  # a.jsonl ends well before the others do
+        for name, lines in torn.items():
+            with (spool / name).open("a", encoding="utf-8") as fh:
+                fh.write(lines[10][:30])
+        result = projector.ingest()
+        assert (result.lines, result.new_events, result.quarantined) == (1, 1, 0)
+        for name, lines in torn.items():
+            with (spool / name).open("a", encoding="utf-8") as fh:
+                fh.write(lines[10][30:] + "\n")
+            write_lines(spool / name, lines[11:])
+        projector.ingest()
+        offsets = store.offsets()
+        events = store.query("SELECT source, line, seq FROM events ORDER BY source, line")
+        assert store.counts()["quarantine"] == 0
+    for name in ["a.jsonl", *torn_files]:
+        path = spool / name
+        assert offsets[name] == (path.stat().st_size, _newlines_before(path, 10**9))
+    expected = [("a.jsonl", i + 1, i) for i in range(3)]
+    expected += [(name, i + 1, i) for name in torn_files for i in range(12)]
+    assert events.rows() == expected
+
+
 @pytest.mark.parametrize("chunk_bytes", [16 * 1024 * 1024, 64], ids=["one-chunk", "tiny-chunks"])
 @pytest.mark.parametrize("complete_before", [0, 3])
 def test_torn_last_line_waits_unquarantined_and_is_ingested_once_completed(
