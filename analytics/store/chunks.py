@@ -25,6 +25,9 @@ from analytics.store.spoolfiles import (
     tail_sha256,
 )
 
+LONG_LINE_READ = 1024 * 1024
+"""The smallest read that goes on through a line longer than what is left of a chunk."""
+
 
 @dataclass(frozen=True)
 class Job:
@@ -76,24 +79,39 @@ def parse_chunk(
     size: int,
     batch: EventBatch,
     bad: list[QuarantinedLine],
+    *,
+    tail: str | None = None,
 ) -> Part | None:
     """Read and validate the complete lines in the ``size`` bytes after ``offset`` (more
-    if one line is longer) into ``batch`` and ``bad``; None: nothing complete."""
+    if one line is longer) into ``batch`` and ``bad``; None: nothing complete.
+
+    ``tail`` is the fingerprint expected at ``offset`` (that of the previous part of this
+    file; by default the job's start's when reading from there): a file truncated and
+    rewritten in place since it was taken is skipped, and read from its start next time."""
     lead = min(TAIL_BYTES, offset)
+    if tail is None and offset == job.start.byte_offset:
+        tail = job.start.tail_sha256
     fd, info = spool.open(job.entry)
     try:
         if info.st_ino != job.entry.inode:
             raise SpoolSkipError("replaced while it was being read; read again next time")
         data = read_at(fd, offset - lead, lead + size)
         before, data = data[:lead], data[lead:]
+        if offset and tail is not None and tail_sha256(before) != tail:
+            raise SpoolSkipError(
+                "rewritten in place while it was being read; read again from its start next time"
+            )
         if data and b"\n" not in data:  # one line longer than size: read on to its end
-            pieces = [data]
+            pieces, got = [data], len(data)
+            step = max(size, LONG_LINE_READ)  # a nearly spent budget must not mean tiny reads
             while b"\n" not in pieces[-1]:  # each piece scanned once, joined once
-                more = read_at(fd, offset + sum(map(len, pieces)), size)
+                more = read_at(fd, offset + got, step)
                 if not more:
                     return None  # only a torn last line: wait for the rest
                 pieces.append(more)
+                got += len(more)
             data = b"".join(pieces)
+            data = data[: data.index(b"\n") + 1]  # that one line: the budget is spent
     except OSError as exc:
         raise read_failure(exc) from None
     finally:

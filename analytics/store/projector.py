@@ -240,14 +240,29 @@ class Projector:
                 size = min(size * 2, self.chunk_bytes)
                 end = parsed.last
                 pending = pool.submit(
-                    self._parse_next, spool, jobs, found.at, end.end, end.end_line, size
+                    self._parse_next,
+                    spool,
+                    jobs,
+                    found.at,
+                    end.end,
+                    end.end_line,
+                    size,
+                    tail=end.tail_sha256,
                 )
                 total.add(self._commit(parsed))
                 if progress:
                     progress(total.bytes_read, todo)
 
     def _parse_next(
-        self, spool: SpoolDir, jobs: list[Job], at: int, offset: int, lines: int, size: int
+        self,
+        spool: SpoolDir,
+        jobs: list[Job],
+        at: int,
+        offset: int,
+        lines: int,
+        size: int,
+        *,
+        tail: str | None = None,
     ) -> _Next:
         """The next ``size`` bytes or so from ``offset`` of ``jobs[at]``'s file, then from the
         start of the following files (their planned starts) while a file's new bytes end
@@ -258,7 +273,7 @@ class Projector:
         while found.at < len(jobs):
             job = jobs[found.at]
             try:
-                part = parse_chunk(spool, job, offset, lines, budget, batch, bad)
+                part = parse_chunk(spool, job, offset, lines, budget, batch, bad, tail=tail)
             except SpoolSkipError as exc:
                 found.skipped[job.entry.source] = str(exc)
                 part = None
@@ -270,6 +285,7 @@ class Projector:
             found.at += 1  # past the last file: the next call finds nothing
             if found.at < len(jobs):
                 offset, lines = jobs[found.at].start.byte_offset, jobs[found.at].start.lines
+                tail = None  # the next file's own start, with its fingerprint
         if parts:
             batch.seal()
             found.parsed = Parsed(batch, bad, parts)
