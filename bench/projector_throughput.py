@@ -310,6 +310,11 @@ def main() -> int:
                 + ", ".join(f"{r:,.0f}" for r in rates)
                 + ")"
             )
+            cold = runs[0][0]
+            print(
+                f"first ingest in this process (what one `compactlens ingest` does): "
+                f"{cold.new_events / cold.seconds:,.0f} events/s; no target is judged on it"
+            )
 
         lake_rate = lake_figure(tmp, counts.total()) if not args.no_lake else None
         sample = first_lines(tmp / "spool" / "bench-host-0.jsonl", BASELINE_EVENTS)
