@@ -9,11 +9,15 @@ fixtures, nothing mocked.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from analytics.replay.synthetic import generate_session
@@ -161,3 +165,24 @@ def spool_line_count(home: Path) -> int:
     return sum(
         p.read_bytes().count(b"\n") for p in (home / "spool").iterdir() if p.suffix == ".jsonl"
     )
+
+
+NOBODY = 65534
+"""The uid and gid that own the files a test makes unreadable."""
+NO_DAC = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
+          "--bounding-set=-dac_override,-dac_read_search")  # fmt: skip
+"""Run a command as root without the capability to read other users' files."""
+
+
+def skip_unless_unreadable(tmp_path: Path) -> None:
+    """Skip unless a file of another user, mode 0600, is really unreadable under ``NO_DAC``."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to make a file this process cannot read")
+    probe = tmp_path / "probe"
+    probe.write_text("x")
+    os.chown(probe, NOBODY, NOBODY)
+    probe.chmod(0o600)
+    done = subprocess.run([*NO_DAC, "cat", str(probe)], capture_output=True, check=False)
+    probe.unlink()
+    if done.returncode == 0:
+        pytest.skip("dropping the DAC override capability does not deny reads here")

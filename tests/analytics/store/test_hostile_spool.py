@@ -12,23 +12,25 @@ during an ingest, and a projector process without the capability to read other u
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-import pytest
-
 from analytics.store import EventStore
 from analytics.store.projector import Projector
-from tests.analytics.spool_helpers import usage_lines, write_lines
+from tests.analytics.spool_helpers import (
+    NO_DAC,
+    NOBODY,
+    skip_unless_unreadable,
+    usage_lines,
+    write_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 60
 SECRET = "root:x:0:0:the secret only root may read"
-NOBODY = 65534
 
 
 def _secret(tmp_path: Path) -> Path:
@@ -167,11 +169,6 @@ def test_a_spool_file_swapped_for_a_symlink_during_an_ingest_is_not_read(
 # ---------------------------------------------------------------- another user's file
 
 
-NO_DAC = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
-          "--bounding-set=-dac_override,-dac_read_search")  # fmt: skip
-"""Run a command as root without the capability to read other users' files."""
-
-
 def _others_file(spool: Path) -> Path:
     """A spool file of another user (nobody), mode 0600, sorting first."""
     other = spool / "0-other-user.jsonl"
@@ -181,21 +178,8 @@ def _others_file(spool: Path) -> Path:
     return other
 
 
-def _skip_unless_unreadable(tmp_path: Path) -> None:
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv to make a file this process cannot read")
-    probe = tmp_path / "probe"
-    probe.write_text("x")
-    os.chown(probe, NOBODY, NOBODY)
-    probe.chmod(0o600)
-    done = subprocess.run([*NO_DAC, "cat", str(probe)], capture_output=True, check=False)
-    probe.unlink()
-    if done.returncode == 0:
-        pytest.skip("dropping the DAC override capability does not deny reads here")
-
-
 def test_another_users_unreadable_spool_file_blocks_none_of_the_others(tmp_path: Path) -> None:
-    _skip_unless_unreadable(tmp_path)
+    skip_unless_unreadable(tmp_path)
     spool = tmp_path / "spool"
     _others_file(spool)
     for k in range(11):
@@ -212,7 +196,7 @@ def test_another_users_unreadable_spool_file_blocks_none_of_the_others(tmp_path:
 def test_ingest_watch_says_an_unreadable_file_once_and_reads_it_once_it_can(
     tmp_path: Path,
 ) -> None:
-    _skip_unless_unreadable(tmp_path)
+    skip_unless_unreadable(tmp_path)
     spool = tmp_path / "spool"
     other = _others_file(spool)
     write_lines(spool / "1-agent.jsonl", usage_lines("agent", 3))

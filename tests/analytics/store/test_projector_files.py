@@ -42,7 +42,13 @@ from analytics.store.projector import (
 )
 from analytics.store.spoolfiles import SpoolDir
 from compactor.events import EventFactory, MessageAppended
-from tests.analytics.spool_helpers import usage_lines, write_lines
+from tests.analytics.spool_helpers import (
+    NO_DAC,
+    NOBODY,
+    skip_unless_unreadable,
+    usage_lines,
+    write_lines,
+)
 
 Row = tuple[str, int, str, int]
 """(source, line, session_id, seq) of one stored event."""
@@ -361,10 +367,6 @@ def test_a_hard_linked_file_between_others_is_skipped_once_and_read_whole_once_u
         _assert_exact(store, spool)
 
 
-NOBODY = 65534
-NO_DAC = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
-          "--bounding-set=-dac_override,-dac_read_search")  # fmt: skip
-"""Run a command as root without the capability to read other users' files."""
 _INGEST = """
 import json, sys
 from pathlib import Path
@@ -375,19 +377,6 @@ with EventStore.for_home(home) as store:
     done = Projector(store, home / "spool", chunk_bytes=int(sys.argv[2])).ingest()
 print(json.dumps({"lines": done.lines, "events": done.new_events, "skipped": done.skipped}))
 """
-
-
-def _skip_unless_unreadable(tmp_path: Path) -> None:
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv to make a file a projector cannot read")
-    probe = tmp_path / "probe"
-    probe.write_text("x")
-    os.chown(probe, NOBODY, NOBODY)
-    probe.chmod(0o600)
-    done = subprocess.run([*NO_DAC, "cat", str(probe)], capture_output=True, check=False)
-    probe.unlink()
-    if done.returncode == 0:
-        pytest.skip("dropping the DAC override capability does not deny reads here")
 
 
 def _unprivileged_ingest(home: Path, chunk_bytes: int) -> dict[str, object]:
@@ -402,7 +391,7 @@ def _unprivileged_ingest(home: Path, chunk_bytes: int) -> dict[str, object]:
 def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_once_readable(
     tmp_path: Path, chunk_bytes: int
 ) -> None:
-    _skip_unless_unreadable(tmp_path)
+    skip_unless_unreadable(tmp_path)
     spool = tmp_path / "spool"
     files = _five_files(spool)
     _unprivileged_ingest(tmp_path, chunk_bytes)  # every file has a position
