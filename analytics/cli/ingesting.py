@@ -14,12 +14,13 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
 from analytics.queries.stats import quarantined_since
 from analytics.store import DB_NAME, EventStore, Lake, QuarantinedLine, store_location
+from analytics.store.maintenance import Maintenance
 from analytics.store.projector import IngestResult, Progress, Projector
 from analytics.store.rebuilding import rebuild
 
@@ -47,14 +48,33 @@ def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestRep
         return IngestReport(result, quarantined_since(store, started))
 
 
+@dataclass(frozen=True)
+class MaintenanceTimes:
+    """When a watching projector runs the store's maintenance, as the command line says it:
+    None keeps the store's default for that count, 0 turns it off."""
+
+    every_s: float | None = None
+    every_commits: int | None = None
+
+    def policy(self, store: EventStore) -> Maintenance:
+        chosen = Maintenance.for_store(store)
+        if self.every_s is not None:
+            chosen = replace(chosen, every_s=self.every_s or None)
+        if self.every_commits is not None:
+            chosen = replace(chosen, every_commits=self.every_commits or None)
+        return chosen
+
+
 def run_watch(
     home: PathArg,
     *,
     interval_s: float,
     on_result: Callable[[IngestResult], None] | None = None,
     on_ready: Callable[[], None] | None = None,
+    maintenance: MaintenanceTimes | None = None,
 ) -> IngestReport:
-    """Project the spool every ``interval_s`` until SIGTERM or SIGINT, then once more.
+    """Project the spool every ``interval_s`` until SIGTERM or SIGINT, then once more; the
+    store's maintenance runs as ``maintenance`` says (default: the store's policy).
 
     The projector runs in a worker thread; the main thread only waits, so that a signal handler
     never runs while the main thread holds a lock the handler needs.
@@ -62,7 +82,8 @@ def run_watch(
     root = Path(home)
     with EventStore.for_home(root) as store:
         started = dt.datetime.now(dt.UTC)
-        projector = Projector(store, root / "spool")
+        policy = (maintenance or MaintenanceTimes()).policy(store)
+        projector = Projector(store, root / "spool", maintenance=policy)
         stop = threading.Event()
         with _stop_on_signals(stop):
             if on_ready is not None:

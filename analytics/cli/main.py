@@ -31,12 +31,13 @@ from analytics.cli.common import (
     Command,
     HomeOption,
     WindowOption,
-    export_app,
     handled,
     resolve_home,
 )
 from analytics.cli.common import app as app  # the console script's typer app
 from analytics.cli.demo import register as register_demo
+from analytics.cli.exports import register as register_exports
+from analytics.cli.ingesting import MaintenanceTimes
 from analytics.cli.inputs import split_issues
 from analytics.cli.tables import (
     import_summary,
@@ -55,8 +56,6 @@ from analytics.cli.terminal import (
     window_too_small,
 )
 from analytics.importers import ImportIssue
-from analytics.report.otlp import export_otlp
-from analytics.store import EventStore
 from analytics.store.projector import IngestResult
 from compactor import (
     AnthropicChatModel,
@@ -66,7 +65,6 @@ from compactor import (
     ExtractiveSummarizer,
     LLMSummarizer,
     OpenAIChatModel,
-    OtlpSink,
     ProgressiveCompactor,
     Summarizer,
 )
@@ -251,7 +249,8 @@ def _print_batch(result: IngestResult) -> None:
     if result.lines or result.quarantined:
         err_console.print(
             f"+{result.new_events:,} events ({result.duplicates:,} duplicates, "
-            f"{result.quarantined:,} quarantined)",
+            f"{result.quarantined:,} quarantined)"
+            + (", then the store's maintenance" if result.maintained else ""),
             highlight=False,
         )
 
@@ -267,10 +266,33 @@ def ingest(
     interval: Annotated[
         float, typer.Option(min=0.01, help="Seconds between projections with --watch")
     ] = 0.5,
+    maintain_every: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            metavar="SECONDS",
+            help="With --watch: run the store's maintenance this often while it commits "
+            "(0: not by time). Default: 300 on a lake, at stop only on a local file",
+        ),
+    ] = None,
+    maintain_commits: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="With --watch: ... and after N commits (0: not by count). Default: 200 on a "
+            "lake, at stop only on a local file",
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Project the spool into the DuckDB store (exit 1 if spool lines were quarantined or a
     spool file could not be read)."""
+    if not watch and (maintain_every, maintain_commits) != (None, None):
+        raise typer.BadParameter(
+            "only with --watch: a single ingest runs the store's maintenance once, at its end",
+            param_hint="--maintain-every/--maintain-commits",
+        )
     root = resolve_home(home)
 
     def ready() -> None:
@@ -282,7 +304,13 @@ def ingest(
 
     with handled():
         if watch:
-            report = run_watch(root, interval_s=interval, on_result=_print_batch, on_ready=ready)
+            report = run_watch(
+                root,
+                interval_s=interval,
+                on_result=_print_batch,
+                on_ready=ready,
+                maintenance=MaintenanceTimes(maintain_every, maintain_commits),
+            )
         else:
             with RunProgress() as bars:
                 report = run_ingest(root, on_ingest=bars.spool("projecting"))
@@ -310,74 +338,10 @@ def rebuild(home: HomeOption = None) -> None:
     ingest_summary(report, "rebuild")
 
 
-@export_app.command("parquet", cls=Command)
-def export_parquet(
-    out: Annotated[str, typer.Argument(help="Folder for one .parquet file per table")],
-    home: HomeOption = None,
-) -> None:
-    """Write every table of the store as Parquet."""
-    if not out.strip():
-        raise typer.BadParameter(
-            f"{out!r}: name the folder to write the Parquet files to (. for this one)",
-            param_hint="DIR",
-        )
-    out_dir = Path(out)
-    root = resolve_home(home, write=False)
-    with handled(), EventStore.for_home(root, read_only=True) as store:
-        written = store.export_parquet(out_dir)
-    console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
-
-
-@export_app.command("otlp", cls=Command)
-def export_otlp_command(
-    endpoint: Annotated[
-        str,
-        typer.Option(
-            "--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces"
-        ),
-    ],
-    header: Annotated[
-        list[str] | None,
-        typer.Option("--header", help="NAME=VALUE sent with every request (repeatable)"),
-    ] = None,
-    summaries: Annotated[
-        bool, typer.Option("--summaries", help="add summary text of sessions captured in full")
-    ] = False,
-    home: HomeOption = None,
-) -> None:
-    """Send every effective compaction of the store as an OpenTelemetry span."""
-    headers = dict(_header(h) for h in header or [])
-    root = resolve_home(home, write=False)
-    sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
-    with handled(), EventStore.for_home(root, read_only=True) as store:
-        sent = export_otlp(store, sink)
-    delivered = sent.spans - sent.undelivered
-    console.print(
-        f"sent {delivered:,} compaction spans from {sent.sessions:,} sessions to {endpoint}",
-        soft_wrap=True,
-        highlight=False,
-    )
-    if sent.undelivered or sent.errors:
-        err_console.print(
-            f"error: {sent.undelivered:,} of {sent.spans:,} spans were not delivered to "
-            f"{endpoint} and {sent.errors} other export failures: is it an OTLP/HTTP traces "
-            "endpoint that is up? (nothing in the store changed; run the export again)",
-            soft_wrap=True,
-            highlight=False,
-        )
-        raise typer.Exit(1)
-
-
-def _header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise typer.BadParameter(f"{text!r}: give a header as NAME=VALUE", param_hint="--header")
-    return name.strip(), value.strip()
-
-
 register_analysis(app)
 register_audit(app)
 register_demo(app)
+register_exports()
 
 
 def main() -> None:

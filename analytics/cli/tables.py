@@ -93,6 +93,7 @@ def _ingest_rows(result: IngestResult) -> list[tuple[str, object]]:
         ("duplicates skipped", result.duplicates),
         ("lines quarantined", result.quarantined),
         ("bytes read", result.bytes_read),
+        ("store maintenance runs", result.maintained),
         ("seconds", f"{result.seconds:.2f}"),
     ]
 

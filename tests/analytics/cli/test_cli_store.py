@@ -8,6 +8,7 @@ DuckDB files, nothing mocked.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -126,10 +127,13 @@ def test_ingest_lists_quarantined_lines_and_exits_1(home: Path) -> None:
     assert count(home, "SELECT count(*) FROM quarantine") == 2
 
 
-def test_ingest_watch_stops_on_sigterm_with_everything_projected(home: Path) -> None:
+def _watch_two_sessions(home: Path, *extra: str) -> tuple[str, list[str]]:
+    """``ingest --watch`` while a session is spooled before it starts and one after its first
+    pass with lines; stopped with SIGTERM once it has reported the second: (stdout, stderr
+    lines)."""
     run_session(home, SpoolSink(home / "spool"), 11)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "analytics.cli", "ingest", "--home", str(home), *WATCH],
+        [sys.executable, "-m", "analytics.cli", "ingest", "--home", str(home), *WATCH, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -137,8 +141,15 @@ def test_ingest_watch_stops_on_sigterm_with_everything_projected(home: Path) -> 
     )
     try:
         assert proc.stderr is not None
-        assert proc.stderr.readline().startswith("watching ")
-        run_session(home, SpoolSink(home / "spool"), 12)  # arrives while it watches
+        seen = [proc.stderr.readline()]
+        assert seen[0].startswith("watching "), seen
+        for session in (12, None):
+            while not (line := proc.stderr.readline()).startswith("+"):
+                assert line, f"the watcher ended early: {seen}"
+                seen.append(line)
+            seen.append(line)
+            if session is not None:
+                run_session(home, SpoolSink(home / "spool"), session)  # while it watches
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -149,6 +160,35 @@ def test_ingest_watch_stops_on_sigterm_with_everything_projected(home: Path) -> 
     assert "Traceback" not in out + err and "new events" in out
     assert count(home, "SELECT count(*) FROM events") == spool_line_count(home)
     assert count(home, "SELECT count(*) FROM sessions") == 2
+    return out, [line.rstrip("\n") for line in [*seen, *err.splitlines()]]
+
+
+def _maintenance_runs(out: str) -> int:
+    found = re.search(r"store maintenance runs\D*(\d+)", out)
+    assert found, out
+    return int(found.group(1))
+
+
+def test_ingest_watch_stops_on_sigterm_with_everything_projected(home: Path) -> None:
+    out, err = _watch_two_sessions(home)
+    passes = [line for line in err if line.startswith("+")]
+    assert len(passes) >= 2 and not any("maintenance" in line for line in passes)
+    assert _maintenance_runs(out) == 1  # a local file: once, when the watcher stops
+
+
+def test_ingest_watch_runs_maintenance_as_its_options_say(home: Path) -> None:
+    out, err = _watch_two_sessions(home, "--maintain-commits", "1", "--maintain-every", "0")
+    passes = [line for line in err if line.startswith("+")]
+    assert len(passes) >= 2
+    assert all(line.endswith("then the store's maintenance") for line in passes), passes
+    assert _maintenance_runs(out) == len(passes)  # after every pass that committed, not again
+
+
+def test_maintenance_options_without_watch_are_refused(home: Path) -> None:
+    run_session(home, SpoolSink(home / "spool"), 11)
+    result = run("ingest", "--home", home, "--maintain-commits", "5")
+    assert result.exit_code == 2 and "only with --watch" in result.output
+    assert not (home / DB_NAME).exists(), "nothing was projected"
 
 
 def _watcher(home: Path) -> subprocess.Popen[str]:

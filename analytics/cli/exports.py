@@ -1,0 +1,84 @@
+"""``export parquet`` and ``export otlp``: the store's tables as files, its compactions as
+OpenTelemetry spans. Both only read the store (a local file may be open in another reader; a
+lake may be written meanwhile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from analytics.cli.common import Command, HomeOption, export_app, handled, resolve_home
+from analytics.cli.terminal import console, err_console
+from analytics.report.otlp import export_otlp
+from analytics.store import EventStore
+from compactor import OtlpSink
+
+
+def export_parquet(
+    out: Annotated[str, typer.Argument(help="Folder for one .parquet file per table")],
+    home: HomeOption = None,
+) -> None:
+    """Write every table of the store as Parquet."""
+    if not out.strip():
+        raise typer.BadParameter(
+            f"{out!r}: name the folder to write the Parquet files to (. for this one)",
+            param_hint="DIR",
+        )
+    out_dir = Path(out)
+    root = resolve_home(home, write=False)
+    with handled(), EventStore.for_home(root, read_only=True) as store:
+        written = store.export_parquet(out_dir)
+    console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
+
+
+def export_otlp_command(
+    endpoint: Annotated[
+        str,
+        typer.Option(
+            "--endpoint", help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces"
+        ),
+    ],
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", help="NAME=VALUE sent with every request (repeatable)"),
+    ] = None,
+    summaries: Annotated[
+        bool, typer.Option("--summaries", help="add summary text of sessions captured in full")
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Send every effective compaction of the store as an OpenTelemetry span."""
+    headers = dict(_header(h) for h in header or [])
+    root = resolve_home(home, write=False)
+    sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
+    with handled(), EventStore.for_home(root, read_only=True) as store:
+        sent = export_otlp(store, sink)
+    delivered = sent.spans - sent.undelivered
+    console.print(
+        f"sent {delivered:,} compaction spans from {sent.sessions:,} sessions to {endpoint}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    if sent.undelivered or sent.errors:
+        err_console.print(
+            f"error: {sent.undelivered:,} of {sent.spans:,} spans were not delivered to "
+            f"{endpoint} and {sent.errors} other export failures: is it an OTLP/HTTP traces "
+            "endpoint that is up? (nothing in the store changed; run the export again)",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise typer.Exit(1)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise typer.BadParameter(f"{text!r}: give a header as NAME=VALUE", param_hint="--header")
+    return name.strip(), value.strip()
+
+
+def register() -> None:
+    export_app.command("parquet", cls=Command)(export_parquet)
+    export_app.command("otlp", cls=Command)(export_otlp_command)
