@@ -22,6 +22,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from compactor.events import CompactionRecorded, Event, SessionStarted
 from compactor.faults import FaultLog
@@ -70,6 +71,25 @@ def trace_id_of(session_id: str) -> int:
     return value or 1
 
 
+def check_endpoint(endpoint: str) -> None:
+    """Raise ValueError, saying why, unless ``endpoint`` is an http(s) URL with a host: a typo
+    is said when the sink is made, not as failed exports later."""
+    try:
+        url = urlsplit(endpoint)
+        url.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError as exc:
+        raise ValueError(f"OTLP endpoint {endpoint!r} is not a URL: {exc}") from None
+    if (
+        url.scheme not in ("http", "https")
+        or not url.hostname
+        or any(c.isspace() for c in endpoint)
+    ):
+        raise ValueError(
+            f"OTLP endpoint {endpoint!r} is not an http(s) URL with a host, such as "
+            "http://127.0.0.1:4318/v1/traces"
+        )
+
+
 class OtlpSink:
     """Sends each effective compaction as a span. ``endpoint``: an OTLP/HTTP traces URL (e.g.
     ``http://127.0.0.1:4318/v1/traces``); or pass ``exporter`` (any SDK ``SpanExporter``, such as
@@ -96,6 +116,7 @@ class OtlpSink:
         if exporter is None:
             if not endpoint:
                 raise ValueError("OtlpSink needs an endpoint (OTLP/HTTP traces URL) or exporter")
+            check_endpoint(endpoint)
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter(

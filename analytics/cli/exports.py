@@ -52,7 +52,10 @@ def export_otlp_command(
     """Send every effective compaction of the store as an OpenTelemetry span."""
     headers = dict(_header(h) for h in header or [])
     root = resolve_home(home, write=False)
-    sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
+    try:
+        sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--endpoint") from None
     with handled(), EventStore.for_home(root, read_only=True) as store:
         sent = export_otlp(store, sink)
     delivered = sent.spans - sent.undelivered

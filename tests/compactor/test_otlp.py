@@ -149,6 +149,25 @@ def test_a_sink_without_endpoint_or_exporter_is_a_clear_error() -> None:
         OtlpSink()
 
 
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "not a url",
+        "127.0.0.1:4318/v1/traces",
+        "ftp://host/v1/traces",
+        "http:///v1/traces",
+        "http://host:port/v1/traces",
+        "http://ho st:4318/v1/traces",
+    ],
+)
+def test_an_endpoint_that_is_not_an_http_url_is_refused_when_the_sink_is_made(
+    endpoint: str,
+) -> None:
+    with pytest.raises(ValueError, match="OTLP endpoint") as info:
+        OtlpSink(endpoint)
+    assert repr(endpoint) in str(info.value)
+
+
 def test_messages_without_compactions_make_no_span() -> None:
     spans = InMemorySpanExporter()
     sink = OtlpSink(exporter=spans, batch=False)

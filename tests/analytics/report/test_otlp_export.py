@@ -132,3 +132,16 @@ def test_an_endpoint_that_refuses_is_a_clear_failure_not_a_traceback(tmp_path: P
     assert done.exit_code == 1, done.output
     assert "Traceback" not in done.output
     assert "spans were not delivered to http://127.0.0.1:9/v1/traces" in done.output
+
+
+def test_an_endpoint_that_is_not_a_url_is_a_usage_error_before_anything_is_read(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    done = CliRunner().invoke(
+        app, ["export", "otlp", "--endpoint", "not a url", "--home", str(home)]
+    )
+    assert done.exit_code == 2, done.output
+    said = " ".join(done.output.replace("│", " ").split())
+    assert "'not a url' is not an http(s) URL" in said and "Traceback" not in said
+    assert not home.exists(), "a refused export opens no store"
