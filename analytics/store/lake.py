@@ -13,8 +13,10 @@ PyPI wheels; nothing is downloaded. It does not read spool files (the projector 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import os
+import re
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -110,6 +112,7 @@ class LakeStore(EventStore):
             raise
 
     def _attach(self) -> duckdb.DuckDBPyConnection:
+        made = _missing(self.lake.data_path)
         if not self.read_only:
             try:
                 self.lake.data_path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -132,10 +135,13 @@ class LakeStore(EventStore):
             con.execute(f"USE {CATALOG}")
         except duckdb.Error as exc:
             con.close()
+            if not self.read_only:
+                with contextlib.suppress(OSError):  # made for this attempt: leave no trace
+                    for folder in made:
+                        folder.rmdir()
+            said = redact(first_line(exc)).rstrip(".")
             raise StoreError(
-                f"cannot open the lake {self.lake}: {redact(first_line(exc))}. Check that "
-                "PostgreSQL is running there and that the conninfo (dbname, host, port, user) "
-                "is right",
+                f"cannot open the lake {self.lake}: {said}. {_attach_advice(said)}",
                 str(self.lake),
             ) from exc
         except BaseException:
@@ -238,3 +244,29 @@ def _spool_key(spool: str | os.PathLike[str]) -> str:
 
 def _sql_str(value: str) -> str:
     return value.replace("'", "''")
+
+
+def _missing(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, innermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+_STORED_DATA_PATH = re.compile(r'existing data path in the catalog "(?P<path>[^"]*)"')
+
+
+def _attach_advice(said: str) -> str:
+    """What to do about a failed ATTACH, from DuckDB's message ``said``."""
+    if stored := _STORED_DATA_PATH.search(said):
+        where = stored.group("path").rstrip("/") or "/"
+        return (
+            f"This lake keeps its data in {where}: pass --lake-data {where} (or set "
+            "COMPACTLENS_LAKE_DATA), the same folder on every host"
+        )
+    return (
+        "Check that PostgreSQL is running there and that the conninfo (dbname, host, port, "
+        "user) is right"
+    )

@@ -205,3 +205,20 @@ def test_a_lake_whose_postgres_does_not_answer_says_where_and_what_to_check(
     message = str(caught.value)
     assert "port=1" in message and "PostgreSQL" in message
     assert "s3" not in message and "password=***" in message
+
+
+def test_a_lake_opened_with_another_data_folder_says_which_one_and_leaves_no_folder(
+    lake: Backend, tmp_path: Path
+) -> None:
+    with lake.open():  # the lake is made, its data folder recorded in the catalog
+        pass
+    made = lake.selection.lake_data
+    assert made is not None and made.is_dir()
+    elsewhere = tmp_path / "elsewhere" / "lake"
+    wrong = Backend("lake", lake.home, Selection(lake.selection.store, elsewhere))
+    with pytest.raises(StoreError) as caught:
+        wrong.open()
+    message = str(caught.value)
+    assert f"pass --lake-data {made.resolve()}" in message or f"pass --lake-data {made}" in message
+    assert "PostgreSQL is running" not in message and ".." not in message
+    assert not elsewhere.parent.exists(), "the folders made for the failed attempt are gone"
