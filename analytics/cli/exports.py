@@ -4,6 +4,10 @@ lake may be written meanwhile)."""
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -56,7 +60,7 @@ def export_otlp_command(
         sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--endpoint") from None
-    with handled(), EventStore.for_home(root, read_only=True) as store:
+    with handled(), EventStore.for_home(root, read_only=True) as store, _sdk_log() as said:
         sent = export_otlp(store, sink)
     delivered = sent.spans - sent.undelivered
     console.print(
@@ -68,11 +72,43 @@ def export_otlp_command(
         err_console.print(
             f"error: {sent.undelivered:,} of {sent.spans:,} spans were not delivered to "
             f"{endpoint} and {sent.errors} other export failures: is it an OTLP/HTTP traces "
-            "endpoint that is up? (nothing in the store changed; run the export again)",
+            f"endpoint that is up?{_last_cause(said)} (nothing in the store changed; run the "
+            "export again)",
             soft_wrap=True,
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+@contextmanager
+def _sdk_log() -> Iterator[list[str]]:
+    """The OpenTelemetry SDK's log lines while the export runs, kept instead of printed (each
+    retry is a line of its own there): the command's error line quotes the cause of the last."""
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    sdk = logging.getLogger("opentelemetry")
+    propagate = sdk.propagate
+    sdk.addHandler(handler)
+    sdk.propagate = False
+    try:
+        yield said
+    finally:
+        sdk.removeHandler(handler)
+        sdk.propagate = propagate
+
+
+_OS_ERROR = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+
+
+def _last_cause(said: list[str]) -> str:
+    """`` Last error: ...``: the last OS error the SDK logged (such as a refused connection),
+    else its last log line."""
+    if not said:
+        return ""
+    errors = [found.group() for line in said if (found := _OS_ERROR.search(line))]
+    cause = errors[-1] if errors else said[-1]
+    return f" Last error: {cause[:300].rstrip('.')}."
 
 
 def _header(text: str) -> tuple[str, str]:

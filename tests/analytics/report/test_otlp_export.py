@@ -132,6 +132,8 @@ def test_an_endpoint_that_refuses_is_a_clear_failure_not_a_traceback(tmp_path: P
     assert done.exit_code == 1, done.output
     assert "Traceback" not in done.output
     assert "spans were not delivered to http://127.0.0.1:9/v1/traces" in done.output
+    assert "Last error: [Errno 111] Connection refused." in done.output  # the cause, once
+    assert "Transient error" not in done.output and "retrying" not in done.output
 
 
 def test_an_endpoint_that_is_not_a_url_is_a_usage_error_before_anything_is_read(
