@@ -71,13 +71,14 @@ def trace_id_of(session_id: str) -> int:
     return value or 1
 
 
-def check_endpoint(endpoint: str) -> None:
+def _check_endpoint(endpoint: str) -> None:
     """Raise ValueError, saying why, unless ``endpoint`` is an http(s) URL with a host: a typo
     is said when the sink is made, not as failed exports later."""
     try:
+        endpoint.encode("utf-8")  # a lone surrogate (undecodable bytes in argv) is no host
         url = urlsplit(endpoint)
         url.port  # noqa: B018 (a port that is not a number raises here)
-    except ValueError as exc:
+    except ValueError as exc:  # UnicodeEncodeError included
         raise ValueError(f"OTLP endpoint {endpoint!r} is not a URL: {exc}") from None
     if (
         url.scheme not in ("http", "https")
@@ -116,7 +117,7 @@ class OtlpSink:
         if exporter is None:
             if not endpoint:
                 raise ValueError("OtlpSink needs an endpoint (OTLP/HTTP traces URL) or exporter")
-            check_endpoint(endpoint)
+            _check_endpoint(endpoint)
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter(

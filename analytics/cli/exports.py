@@ -84,18 +84,27 @@ def export_otlp_command(
 def _sdk_log() -> Iterator[list[str]]:
     """The OpenTelemetry SDK's log lines while the export runs, kept instead of printed (each
     retry is a line of its own there): the command's error line quotes the cause of the last."""
-    said: list[str] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    handler = _Kept(logging.WARNING)
     sdk = logging.getLogger("opentelemetry")
     propagate = sdk.propagate
     sdk.addHandler(handler)
     sdk.propagate = False
     try:
-        yield said
+        yield handler.said
     finally:
         sdk.removeHandler(handler)
         sdk.propagate = propagate
+
+
+class _Kept(logging.Handler):
+    """Keeps the messages it is handed."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
 
 
 _OS_ERROR = re.compile(r"\[Errno -?\d+\] [^'\")]+")

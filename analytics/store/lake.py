@@ -112,7 +112,7 @@ class LakeStore(EventStore):
             raise
 
     def _attach(self) -> duckdb.DuckDBPyConnection:
-        made = _missing(self.lake.data_path)
+        made = [] if self.read_only else _missing(self.lake.data_path)
         if not self.read_only:
             try:
                 self.lake.data_path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -135,10 +135,9 @@ class LakeStore(EventStore):
             con.execute(f"USE {CATALOG}")
         except duckdb.Error as exc:
             con.close()
-            if not self.read_only:
-                with contextlib.suppress(OSError):  # made for this attempt: leave no trace
-                    for folder in made:
-                        folder.rmdir()
+            with contextlib.suppress(OSError):  # made for this attempt: leave no trace
+                for folder in made:
+                    folder.rmdir()
             said = redact(first_line(exc)).rstrip(".")
             raise StoreError(
                 f"cannot open the lake {self.lake}: {said}. {_attach_advice(said)}",

@@ -158,6 +158,7 @@ def test_a_sink_without_endpoint_or_exporter_is_a_clear_error() -> None:
         "http:///v1/traces",
         "http://host:port/v1/traces",
         "http://ho st:4318/v1/traces",
+        "http://h\udcffst:4318/v1/traces",
     ],
 )
 def test_an_endpoint_that_is_not_an_http_url_is_refused_when_the_sink_is_made(
