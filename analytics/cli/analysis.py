@@ -66,11 +66,12 @@ SessionArgument = Annotated[
 
 @contextmanager
 def analysed(
-    root: Path, extra: Sequence[Job] = (), *, dask: str | None = None
+    root: Path, extra: Sequence[Job] = (), *, dask: str | None = None, session: str | None = None
 ) -> Iterator[EventStore]:
     """The store of ``root``, opened as its owner, with every job's results up to date (and
-    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``), computed on the
-    Dask cluster at ``dask`` when given."""
+    the ``extra`` jobs', such as the counterfactual replays of ``postmortem``: for ``session``
+    alone when one is named, since a question about one session should not wait for the
+    replays of every other), computed on the Dask cluster at ``dask`` when given."""
     db = root / DB_NAME
     if not store_exists(root):  # a lake is always there
         raise StoreError(
@@ -80,7 +81,9 @@ def analysed(
         )
     with EventStore.for_home(root) as store:
         with err_console.status("updating the analysis of changed sessions…"):
-            refresh(store, (*JOBS, *extra), dask=dask)
+            refresh(store, JOBS, dask=dask)
+            if extra:
+                refresh(store, extra, dask=dask, sessions=None if session is None else [session])
         yield store
 
 
@@ -163,7 +166,7 @@ def postmortem(
     """Emergency post-mortems: lead-up, what pushed it over, what was lost, what would help."""
     root = resolve_home(home, write=False)
     extra = (COUNTERFACTUAL_JOB,) if counterfactuals else ()
-    with handled(), analysed(root, extra, dask=dask) as store:
+    with handled(), analysed(root, extra, dask=dask, session=session) as store:
         found = postmortem_json(store, session, counterfactuals=counterfactuals)
     if as_json:
         _emit(found)

@@ -18,7 +18,7 @@ the store itself, is computed here). The next chunk is read while the cluster co
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -205,8 +205,11 @@ def refresh(
     *,
     progress: Callable[[str], Any] | None = None,
     dask: str | Any | None = None,
+    sessions: Collection[str] | None = None,
 ) -> RefreshReport:
-    """Bring every job's tables up to the store's events, recomputing stale sessions only.
+    """Bring every job's tables up to the store's events, recomputing stale sessions only
+    (with ``sessions``, only those of them: the others' results stay as they are, and are
+    brought up to date by a later refresh without it).
 
     Jobs with the same stale sessions (the usual case) share their input frames: sessions are
     taken ``CHUNK_SESSIONS`` at a time, each chunk is read once and handed to every job of the
@@ -214,7 +217,7 @@ def refresh(
     ``distributed.Client``) the jobs are computed on that cluster (see the module doc);
     ``DaskUnavailableError`` when it cannot be reached."""
     with DaskFanout.connect(dask) if dask is not None else nullcontext() as fanout:
-        return _refresh(store, jobs, progress, fanout)
+        return _refresh(store, jobs, progress, fanout, sessions)
 
 
 def _refresh(
@@ -222,8 +225,10 @@ def _refresh(
     jobs: Sequence[Job],
     progress: Callable[[str], Any] | None,
     fanout: DaskFanout | None,
+    sessions: Collection[str] | None,
 ) -> RefreshReport:
     marks = queries.session_watermarks(store)
+    asked = marks if sessions is None else marks.filter(pl.col("session_id").is_in(list(sessions)))
     results = JobResults(store)
     report = RefreshReport()
     # jobs with the same stale sessions share them: (those sessions, [(job, gone, reset)])
@@ -231,7 +236,7 @@ def _refresh(
     for job in jobs:
         stamps = results.job_stamps(job.name)
         reset = bool(stamps.height) and bool((stamps.get_column("version") != job.version).any())
-        stale = marks if reset else _stale(marks, stamps)
+        stale = asked if reset else _stale(asked, stamps)
         gone = _gone(marks, stamps)
         key = tuple(stale.get_column("session_id").to_list())
         plans.setdefault(key, (stale, []))[1].append((job, gone, reset))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -32,6 +33,9 @@ FLAGS = (
     "--disable-sync",
     "--window-size=1400,1800",
 )
+DEADLINE_S = 90.0
+"""Seconds a page may take to show what a test waits for: generous, for a loaded machine (the
+waits poll, so a fast machine does not wait longer)."""
 
 
 def browser_missing() -> str | None:
@@ -71,7 +75,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def page_text(driver: WebDriver, *expected: str, timeout: float = 30.0) -> str:
+def page_text(driver: WebDriver, *expected: str, timeout: float = DEADLINE_S) -> str:
     """The page's visible text once every ``expected`` string is shown and the run is over."""
 
     def ready() -> bool:
@@ -80,6 +84,28 @@ def page_text(driver: WebDriver, *expected: str, timeout: float = 30.0) -> str:
 
     wait_for(ready, timeout, f"{expected} on {driver.current_url}")
     return body_text(driver)
+
+
+def click_until(
+    driver: WebDriver, xpath: str, took_effect: Callable[[], bool], what: str, tries: int = 3
+) -> None:
+    """Click the element at ``xpath`` once it is on screen and the page is idle, until
+    ``took_effect``. The app reruns a page when its store changes; a click that lands while the
+    page is being redrawn goes to an element that is about to be replaced and is lost, so the
+    click is repeated (at most ``tries`` times) rather than assumed to have worked."""
+    for _ in range(tries):
+        wait_for(
+            lambda: bool(driver.find_elements(By.XPATH, xpath)) and not running(driver),
+            DEADLINE_S,
+            f"{xpath} on {driver.current_url}",
+        )
+        try:
+            driver.find_element(By.XPATH, xpath).click()
+            wait_for(took_effect, DEADLINE_S, what)
+            return
+        except (AssertionError, StaleElementReferenceException):
+            continue
+    raise AssertionError(f"{tries} clicks on {xpath} and still no {what}")
 
 
 def exception_boxes(driver: WebDriver) -> list[str]:

@@ -3,7 +3,7 @@
 One server for the module, on 127.0.0.1 and a free port, over a store of replayed transcripts
 (``fixtures.build_home``). Every page is opened by its URL and checked for its content and for
 the absence of Streamlit's exception box, with a screenshot each; a timeline marker's link is
-clicked through to its diff; events spooled while the app runs appear within 5 s; script in a
+clicked through to its diff; events spooled while the app runs appear without a reload; script in a
 transcript stays inert; a second app on the same store says in one line who owns it. A second
 server on ``findings.build_findings_home`` shows the post-mortems, the timeline whose highest
 marker was once drawn above the plot (checked in pixels) and the pages that say why. A third
@@ -13,6 +13,7 @@ session, its diff links, and the page's empty state on the replay store.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import urllib.parse
 import uuid
@@ -29,8 +30,10 @@ from analytics.cli.serve import app_url, free_port, serve_app, stop_app, wait_un
 from analytics.errors import StoreLockedError
 from analytics.store import EventStore
 from tests.app.browser import (
+    DEADLINE_S,
     body_text,
     browser_missing,
+    click_until,
     exception_boxes,
     page_text,
     screenshot,
@@ -137,9 +140,16 @@ def test_tuning_run_started_from_the_page_reports_progress_then_its_front(
     served.open("/tuning")
     page_text(served.driver, "Start a small tuning run", "compactlens tune")
 
-    served.driver.find_element(By.XPATH, "//button[.//p[text()='start']]").click()
+    click_until(
+        served.driver,
+        "//button[.//p[text()='start']]",
+        lambda: (
+            re.search(r"\d+ of \d+ trials|run \S+ finished", body_text(served.driver)) is not None
+        ),
+        "a tuning run in progress",
+    )
 
-    text = page_text(served.driver, "finished", "Pareto front", "Recommended config", timeout=120)
+    text = page_text(served.driver, "finished", "Pareto front", "Recommended config", timeout=600)
     assert "tokens billed vs artifact retention" in text or "Pareto front:" in text
     assert not exception_boxes(served.driver)
     screenshot(served.driver, "tuning")
@@ -171,7 +181,7 @@ def test_clicking_a_marker_on_the_chart_opens_its_diff(served: Served) -> None:
 
     ActionChains(served.driver).move_to_element(markers[-1]).click().perform()
 
-    wait_for(lambda: "/diff" in served.driver.current_url, 15, "the diff page")
+    wait_for(lambda: "/diff" in served.driver.current_url, DEADLINE_S, "the diff page")
     query = urllib.parse.parse_qs(urllib.parse.urlparse(served.driver.current_url).query)
     assert query["session"] == [sid] and query["compaction"][0]
     page_text(served.driver, "Before:", "After:")
@@ -197,15 +207,19 @@ def test_file_browser_refuses_an_escape(served: Served) -> None:
     assert "top secret" not in text
 
 
-def test_spooled_session_appears_within_5_seconds(served: Served) -> None:
+def test_a_session_spooled_while_the_page_is_open_appears_without_a_reload(
+    served: Served,
+) -> None:
     served.open("/sessions")
     page_text(served.driver, "Open a session")
     new_id = f"live-{uuid.uuid4().hex[:8]}"
+    assert new_id not in body_text(served.driver)
 
     run_hostile(served.fixture.home, session_id=new_id)  # an agent appends to the spool
 
-    took = wait_for(lambda: new_id in body_text(served.driver), 5.0, f"{new_id} on /sessions")
-    assert took <= 5.0
+    # no driver.get: the app's refresher must redraw the open page by itself (how soon, on a
+    # quiet machine, is bench/app_pages.py's figure; here the deadline only bounds a hang)
+    wait_for(lambda: new_id in body_text(served.driver), DEADLINE_S, f"{new_id} on /sessions")
     assert not exception_boxes(served.driver)
 
 
@@ -285,7 +299,7 @@ def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: Finding
     highest = max(r["tokens_before"] for r in truth)
     findings.open("/timeline", session=sid)
     page_text(findings.driver, "Context tokens per turn", "(open diff)")
-    wait_for(lambda: findings.driver.execute_script(PLOT) is not None, 15, "the chart")
+    wait_for(lambda: findings.driver.execute_script(PLOT) is not None, DEADLINE_S, "the chart")
 
     plot = findings.driver.execute_script(PLOT)
 
@@ -330,7 +344,7 @@ def test_findings_pages_render_and_say_what_they_found(
 ) -> None:
     findings.open(path, session=findings.found.session(prefix))
 
-    page_text(findings.driver, *expected, timeout=60)
+    page_text(findings.driver, *expected)
     assert not exception_boxes(findings.driver)
     screenshot(findings.driver, name)
 
@@ -346,7 +360,7 @@ def test_the_diff_picker_lists_effective_compactions_by_turn_tier_and_tokens(
     findings.driver.find_element(By.CSS_SELECTOR, '[data-testid="stSelectbox"] input').click()
     wait_for(
         lambda: bool(findings.driver.find_elements(By.CSS_SELECTOR, '[role="option"]')),
-        10,
+        DEADLINE_S,
         "the picker's options",
     )
     screenshot(findings.driver, "diff-picker")

@@ -20,6 +20,7 @@ from app import tuning_job
 from app.tuning_job import RECOMMENDED
 from tests.app.fixtures import TRANSCRIPTS, FixtureHome
 from tests.app.pages import open_page, shown
+from tests.grids import grid_toml
 from tests.transcripts import CTF
 
 
@@ -78,7 +79,7 @@ def test_a_run_from_the_cli_shows_its_objective_and_rule_on_the_page(
     fixture_home: FixtureHome, tmp_path: Path
 ) -> None:
     grid = tmp_path / "grid.toml"
-    grid.write_text("warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8")
+    grid.write_text(grid_toml(warn=[0.5, 0.6], soft=[0.7], full=[0.85]), encoding="utf-8")
     done = CliRunner().invoke(
         cli,
         [

@@ -19,7 +19,7 @@ Behaviour = Literal[
 ]
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
-SLOW_S = 2.0
+SLOW_S = 30.0  # far past any client timeout the tests set; teardown releases it at once
 SERVER_ERROR = {"error": {"message": "model backend crashed: CUDA out of memory"}}
 
 

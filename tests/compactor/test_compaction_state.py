@@ -31,6 +31,7 @@ from compactor.compaction_message import (
 )
 from compactor.events import CompactionRecorded
 from tests.compactor.builders import ScriptedSummarizer, exchange
+from tests.fuzzing import examples
 
 MARKDOWN_TASK = """Fix the timezone bug in `parse_date`.
 
@@ -80,7 +81,7 @@ def _not_na(text: str) -> bool:
     return text.strip() not in ("", "N/A")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     task=_TEXT.filter(_not_na),
     summary=_TEXT.filter(_not_na),
@@ -112,7 +113,7 @@ def test_a_rendered_compaction_message_parses_back_to_the_same_state(
     assert parse_compaction_message(message) == state
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=_TEXT)
 def test_a_user_message_that_merely_looks_like_a_compaction_is_a_task(text: str) -> None:
     looks_like = Message(role="user", content=f"{COMPACTION_MARKER}\n## Summary\n{text}")

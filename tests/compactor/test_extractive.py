@@ -14,6 +14,7 @@ from compactor.compaction_message import CompactionState, render_compaction_mess
 from compactor.extractive import ExtractiveSummarizer
 from compactor.messages import Message, ToolCall, from_openai
 from compactor.summarize import PreviousCompaction, Summarizer
+from tests.fuzzing import examples
 
 REAL_TRANSCRIPT = (
     Path(__file__).parents[2]
@@ -489,7 +490,7 @@ message_strategy = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(message_strategy, min_size=1, max_size=12))
 def test_any_non_empty_transcript_gives_five_anchors_and_a_summary(msgs: list[Message]) -> None:
     result = ExtractiveSummarizer().summarize(msgs, None)

@@ -45,12 +45,14 @@ def _bytes_read() -> int:
 
 
 def _spool_seqs(spool: Path, session_id: str) -> list[int]:
-    return [
-        json.loads(line)["seq"]
-        for path in spool.glob("*.jsonl")
-        for line in path.read_bytes().splitlines()
-        if json.loads(line)["session_id"] == session_id
-    ]
+    """The seqs of the session's whole lines; a killed writer's torn last line is no event (the
+    projector holds it back the same way), whatever moment the kill came."""
+    seqs: list[int] = []
+    for path in spool.glob("*.jsonl"):
+        *whole, _torn_or_empty = path.read_bytes().split(b"\n")
+        events = [json.loads(line) for line in whole if line]
+        seqs += [e["seq"] for e in events if e["session_id"] == session_id]
+    return seqs
 
 
 def _big_spool_file(spool: Path, megabytes: int) -> Path:

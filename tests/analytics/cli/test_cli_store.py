@@ -151,7 +151,7 @@ def _watch_two_sessions(home: Path, *extra: str) -> tuple[str, list[str]]:
             if session is not None:
                 run_session(home, SpoolSink(home / "spool"), session)  # while it watches
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
+from tests.grids import grid_toml
 
 MINI = (
     Path(__file__).resolve().parents[3].parent
@@ -36,7 +37,7 @@ KEYS = {
 
 def test_tune_prints_the_spec_json_and_writes_a_loadable_recommendation(tmp_path: Path) -> None:
     grid = tmp_path / "grid.toml"
-    grid.write_text("warn = [0.5, 0.6]\nmin_tail_messages = [6]\n", encoding="utf-8")
+    grid.write_text(grid_toml(warn=[0.5, 0.6], min_tail_messages=[6]), encoding="utf-8")
     home = tmp_path / "home"
     runner = CliRunner()
 

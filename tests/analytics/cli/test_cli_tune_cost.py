@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from analytics.cli.main import app
 from compactor import CompactorConfig
+from tests.grids import grid_toml
 from tests.transcripts import TRANSCRIPTS
 
 MINI = TRANSCRIPTS / "mini-swe-agent"
@@ -37,9 +38,8 @@ def _tune(home: Path, *extra: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def priced_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("tune-cost")
-    (home / "grid.toml").write_text(
-        "warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8"
-    )
+    grid = grid_toml(warn=[0.5, 0.6], soft=[0.7], full=[0.85])
+    (home / "grid.toml").write_text(grid, encoding="utf-8")
     return home
 
 

@@ -27,7 +27,7 @@ from analytics.tuning.cachecheck import (
     family_ratios,
     reported_cache_reads,
 )
-from tests.analytics.replayed import replayed_home
+from tests.analytics.replayed import DevReplays
 from tests.transcripts import DEV, TRANSCRIPTS
 
 WINDOW = 100_000_000
@@ -36,8 +36,8 @@ pytestmark = pytest.mark.skipif(not DEV, reason=f"the dev transcripts are not at
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> pl.DataFrame:
-    home = replayed_home(WINDOW, tmp_path_factory)
+def compared(dev_replays: DevReplays) -> pl.DataFrame:
+    home = dev_replays.home(WINDOW)
     imported: list[ImportedSession] = []
     for folder in DEV:
         found, _issues = import_path(folder)
@@ -79,9 +79,9 @@ def test_predicted_cache_reads_are_within_25_percent_for_80_percent_of_sessions(
 
 
 def test_pricing_the_same_replays_twice_gives_identical_costs(
-    tmp_path_factory: pytest.TempPathFactory,
+    dev_replays: DevReplays,
 ) -> None:
-    home: Path = replayed_home(WINDOW, tmp_path_factory)
+    home: Path = dev_replays.home(WINDOW)
     with EventStore.for_home(home) as store:
         refresh(store)
         stored = frames.turn_costs_frame(store)

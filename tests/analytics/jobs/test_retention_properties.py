@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from analytics.jobs.anchor_matching import normalise_item
 from analytics.jobs.retention import anchor_survival, intent_drift, retention_detail, silent_drops
 from tests.analytics.jobs.test_retention import frame as items_frame
+from tests.fuzzing import examples
 
 TEXTS = [
     "Use SQLite",
@@ -57,7 +58,7 @@ def frames(draw: st.DrawFn) -> pl.DataFrame:
     return frame
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(frame=frames())
 def test_each_distinct_item_is_one_row_and_statuses_follow_the_compactions(
     frame: pl.DataFrame,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from analytics.cli.main import app
 from analytics.store import EventStore
-from tests.analytics.replayed import replayed_home
+from tests.analytics.replayed import DevReplays
 
 LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
 EFFECTIVE = f"FROM compactions WHERE tier > 0 AND coalesce(effective, true) AND {LIVE}"
@@ -27,8 +27,8 @@ TRUNCATION = (
 
 
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    home = replayed_home(16_000, tmp_path_factory)
+def replayed(dev_replays: DevReplays) -> tuple[Path, dict[str, Any]]:
+    home = dev_replays.home(16_000)
     runner = CliRunner()
     stats = runner.invoke(app, ["stats", "--json", "--home", str(home)])
     assert stats.exit_code == 0, stats.output

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.cli import invoke_ok
+from tests.grids import grid_toml
 from tests.transcripts import CTF
 
 WINDOWS = ("4000", "8000")
@@ -89,7 +90,7 @@ def test_the_newest_tuning_run_is_shown_with_its_rule_and_held_back_figures(
     two_windows: Path, tmp_path: Path
 ) -> None:
     grid = tmp_path / "grid.toml"
-    grid.write_text("warn = [0.5, 0.6]\nsoft = [0.7]\nfull = [0.85]\n", encoding="utf-8")
+    grid.write_text(grid_toml(warn=[0.5, 0.6], soft=[0.7], full=[0.85]), encoding="utf-8")
     found = json.loads(
         invoke_ok(
             *("tune", str(CTF), "--window", "4000", "--workers", "0", "--json"),

@@ -40,6 +40,7 @@ from tests.analytics.spool_helpers import (
     snapshot_home,
     write_lines,
 )
+from tests.fuzzing import examples
 
 BAD_LINES = ["this is not an event", '{"type": "session_started"}']
 NAMES = ["a.jsonl", "agent-1.jsonl", "m.jsonl", "resumed.jsonl", "z.jsonl"]
@@ -162,7 +163,7 @@ def _reference() -> dict[str, pl.DataFrame]:
 
 
 @settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

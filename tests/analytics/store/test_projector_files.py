@@ -49,6 +49,7 @@ from tests.analytics.spool_helpers import (
     usage_lines,
     write_lines,
 )
+from tests.fuzzing import examples
 
 Row = tuple[str, int, str, int]
 """(source, line, session_id, seq) of one stored event."""
@@ -772,13 +773,14 @@ class SpoolFiles(RuleBasedStateMachine):
             self.tmp.cleanup()
 
 
+@pytest.mark.hypothesis  # a state machine: Hypothesis marks only @given tests itself
 def test_random_appends_tears_blanks_and_replacements_match_the_raw_files_after_each_ingest() -> (
     None
 ):
     run_state_machine_as_test(
         SpoolFiles,
         settings=settings(
-            max_examples=25,
+            max_examples=examples(25),
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
