@@ -34,7 +34,7 @@ from tests.compactor.fake_llm_server import (
 
 Flavour = Literal["openai", "anthropic"]
 Adapter = OpenAIChatModel | AnthropicChatModel
-TIMEOUT_S = 2.0  # generous for a loaded machine; the "slow" server answers far later
+TIMEOUT_S = 1.0  # generous for a loaded machine; the "slow" server answers far later
 _ENV = [
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

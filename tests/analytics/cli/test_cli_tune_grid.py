@@ -13,6 +13,7 @@ from typer.testing import CliRunner, Result
 
 from analytics.cli.main import app
 from compactor import Message, ToolCall, messages_to_openai
+from tests.cli import unwrapped
 
 
 @pytest.fixture
@@ -120,8 +121,8 @@ def test_a_grid_too_big_to_run_is_refused_before_planning(tmp_path: Path, transc
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
 
     assert done.returncode == 2, done.stderr
-    text = " ".join(done.stderr.split())
-    assert "--max-trials" in text and "warn 99 × soft 99" in text, text
+    text = unwrapped(done.stderr)
+    assert "--max-trials" in text and "warn99×soft99" in text, done.stderr
 
 
 def test_max_trials_sets_the_limit_the_grid_is_counted_against(

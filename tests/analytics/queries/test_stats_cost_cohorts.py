@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
+from tests.cli import unwrapped
 from tests.transcripts import TRANSCRIPTS
 
 VIEWER = TRANSCRIPTS / "claude-code-viewer"
@@ -97,7 +98,8 @@ def test_a_price_profile_file_with_a_bad_price_is_refused_naming_file_field_and_
         app, ["stats", "--home", str(two_windows), "--price-profile", str(bad)]
     )
     assert done.exit_code == 2
-    assert str(bad) in done.output and "cache_read" in done.output and "'cheap'" in done.output
+    assert str(bad) in unwrapped(done.output)
+    assert "cache_read" in done.output and "'cheap'" in done.output
 
 
 def test_stats_refuses_an_unknown_cohort_as_usage(two_windows: Path) -> None:

@@ -34,8 +34,8 @@ from tests.analytics.store.test_store_contract import comparable
 
 ROOT = Path(__file__).resolve().parents[3]
 PROJECTORS = 3
-BULK_LINES = 2_500
-CHUNK_BYTES = 64 * 1024
+BULK_LINES = 800
+CHUNK_BYTES = 128 * 1024
 """Small chunks: each projector commits many times, so their commits overlap."""
 TIMEOUT_S = 600
 
