@@ -1,12 +1,13 @@
 """The whole suite's set-up: the Hypothesis profile, the tiers, and how workers share the run.
 
-Tiers (markers registered in ``pyproject.toml``): a test with neither mark is in the fast tier
-(pure functions on hand-built inputs, seconds for all of them); ``integration`` tests use real
-stores, the command line, transcripts and replays; ``e2e`` tests start servers, browsers,
-PostgreSQL or processes they signal. A module marks its tier with ``pytestmark``; a test that
-uses the PostgreSQL server is ``e2e`` whatever its module says, and an unmarked one that uses a
-temporary folder is ``integration``. ``pytest -m "not integration and not e2e"`` runs the fast
-tier alone.
+Tiers (markers): a test with none of ``hypothesis``, ``integration`` and ``e2e`` is in the fast
+tier (pure functions on hand-built inputs: about 20 s for all of them on one core);
+``hypothesis`` marks the property tests and state machines (Hypothesis marks ``@given`` tests
+itself); ``integration`` tests use real stores, the command line, transcripts and replays; ``e2e``
+tests start servers, browsers, PostgreSQL or processes they signal. A module marks its tier with
+``pytestmark``; a test that uses the PostgreSQL server is ``e2e`` whatever its module says, and
+an unmarked one that uses a temporary folder is ``integration``. The fast tier alone:
+``pytest -m "not hypothesis and not integration and not e2e"``.
 
 Under pytest-xdist (``.ci/check`` runs ``-n auto --dist loadscope``) a module's tests (a class's,
 for tests in a class) run on one worker, so a module-scoped fixture is built once per run, not

@@ -32,6 +32,8 @@ from tests.compactor.fake_llm_server import (
     FakeLLMServer,
 )
 
+pytestmark = pytest.mark.e2e  # HTTP servers on 127.0.0.1
+
 Flavour = Literal["openai", "anthropic"]
 Adapter = OpenAIChatModel | AnthropicChatModel
 TIMEOUT_S = 1.0  # generous for a loaded machine; the "slow" server answers far later

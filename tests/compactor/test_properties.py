@@ -45,7 +45,7 @@ from compactor.compaction_message import COMPACTION_MARKER
 from tests.fuzzing import examples
 
 PROPERTY_SETTINGS = settings(
-    max_examples=examples(50),
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,8 @@ from tests.analytics.spool_helpers import (
     write_lines,
 )
 from tests.fuzzing import examples
+
+pytestmark = pytest.mark.integration  # real stores in temporary folders
 
 BAD_LINES = ["this is not an event", '{"type": "session_started"}']
 NAMES = ["a.jsonl", "agent-1.jsonl", "m.jsonl", "resumed.jsonl", "z.jsonl"]
@@ -163,7 +166,7 @@ def _reference() -> dict[str, pl.DataFrame]:
 
 
 @settings(
-    max_examples=examples(15),
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -780,7 +780,7 @@ def test_random_appends_tears_blanks_and_replacements_match_the_raw_files_after_
     run_state_machine_as_test(
         SpoolFiles,
         settings=settings(
-            max_examples=examples(25),
+            max_examples=examples(12),
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
