@@ -1,6 +1,6 @@
 """Expensive test data built once and shared by every test worker, kept while its inputs hold.
 
-A build (replays of the dev transcripts, the app's fixture store) is a folder made by a function.
+A build (such as the replays of the dev transcripts) is a folder made by a function.
 ``BuildCache.get`` returns the folder for a name and a key (a hash of what the build depends on,
 ``source_key`` for the code and transcripts): the first worker to ask builds it under a file lock
 while the others wait, the folder is renamed into place only when whole, and a later run with the

@@ -19,7 +19,6 @@ from compactor import CompactorConfig
 def grid_toml(**varied: list[Any]) -> str:
     """A grid file's text: ``varied`` as given, every other default-grid key at the default."""
     defaults = CompactorConfig().model_dump()
-    grid = {key: varied.get(key, [defaults[key]]) for key in DEFAULT_GRID}
-    grid.update(varied)
+    grid = {key: [defaults[key]] for key in DEFAULT_GRID} | varied
     # TOML has no null: a grid writes tool-time offload "off" as false
     return tomli_w.dumps({k: [False if v is None else v for v in vs] for k, vs in grid.items()})

@@ -10,6 +10,7 @@ unchanged) and hands each worker its own copy: callers may run the analysis comm
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,5 +47,6 @@ class DevReplays:
         return self.builds.new_copy(f"dev-{window}", _key(window), _replay(window))
 
 
+@functools.cache  # hashing the code and stat-ing the transcripts once per window and worker
 def _key(window: int) -> str:
     return source_key("dev replay", window, inputs=DEV, code=[Path(__file__)])

@@ -70,6 +70,29 @@ def test_a_new_session_is_the_only_one_recomputed_and_old_rows_stay(tmp_path: Pa
     assert_frame_equal(old, before)
 
 
+def test_a_refresh_of_named_sessions_computes_those_and_leaves_the_others_as_they_were(
+    tmp_path: Path,
+) -> None:
+    home = _home_with_sessions(tmp_path, [1, 2, 3])
+    with EventStore.for_home(home) as store:
+        ids = sorted(store.query("SELECT session_id FROM sessions").to_series().to_list())
+        refresh(store, sessions=ids[:1])
+        once = _stamps(store)
+        refresh(store)  # the others, stamped since, must still have their rows after...
+        before = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
+        report = refresh(store, sessions=ids[1:2])  # ...a refresh that names one of them
+        after = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
+        stamps = _stamps(store)
+
+    assert set(once.get_column("session_id")) == {ids[0]}
+    assert once.height == len(JOBS)
+    assert report.recomputed == {job.name: 0 for job in JOBS}
+    assert report.dropped == {job.name: 0 for job in JOBS}
+    assert set(stamps.get_column("session_id")) == set(ids)
+    for table in TABLES:
+        assert_frame_equal(after[table], before[table])
+
+
 def test_a_deleted_session_loses_its_rows_and_a_new_job_version_recomputes_all(
     tmp_path: Path,
 ) -> None:

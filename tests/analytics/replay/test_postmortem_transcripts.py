@@ -94,11 +94,11 @@ def searched(
     """(window, the post-mortems of the sampled sessions with their counterfactuals), computed
     for those sessions alone as ``postmortem SESSION`` does for one."""
     window, home, found = replayed
-    sample = sample_sessions(found)
+    sample = set(sample_sessions(found))
     with EventStore.for_home(home) as store:
         refresh(store, (COUNTERFACTUAL_JOB,), sessions=sample)
         every = postmortem_json(store)["postmortems"]
-    return window, [p for p in every if p["session_id"] in set(sample)]
+    return window, [p for p in every if p["session_id"] in sample]
 
 
 def _smallest_reported_prompt(imported: ImportedSession, turn: int) -> int | None:
