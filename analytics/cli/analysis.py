@@ -47,6 +47,7 @@ from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError, store_exists
+from analytics.text import SURROGATE
 from analytics.tuning import newest_summary, run_tune, save_summary, tune_json
 from analytics.tuning.lab import Objective
 from analytics.tuning.prices import PriceProfileError, resolve_profile
@@ -59,8 +60,23 @@ DaskOption = Annotated[
 ]
 """``tune`` replays on that cluster; the analysis commands compute the changed sessions' jobs
 there (the store is still read and written by this process)."""
+
+
+def _session_text(value: str | None) -> str | None:
+    """A session id is text: bytes the terminal could not decode (kept by Python as lone
+    surrogates) are refused here, as a usage error, before any store or job reads them."""
+    if value is not None and SURROGATE.search(value):
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise typer.BadParameter(
+            f"'{shown}' holds bytes that are not UTF-8 text, so no session has that id; "
+            "`compactlens stats` and the app's sessions page list the ids"
+        )
+    return value
+
+
 SessionArgument = Annotated[
-    str | None, typer.Argument(help="One session id (default: every session)")
+    str | None,
+    typer.Argument(help="One session id (default: every session)", callback=_session_text),
 ]
 
 

@@ -17,6 +17,7 @@ import pytest
 from analytics.importers import import_path
 from compactor import estimate_tokens
 from tests.analytics.cli_helpers import MINI_FILE, SWE_FILE, count, run, subprocess_env
+from tests.cli import unwrapped
 from tests.transcripts import DEV
 
 TRANSCRIPTS = SWE_FILE.parents[3]
@@ -289,3 +290,20 @@ def test_stats_explains_emergencies_and_ratios_and_warns_about_an_unprojected_sp
         " AND (n_dropped > 0 OR cut > 0)",
     )
     assert figures["emergency"]["truncations"] == truncations
+
+
+@pytest.mark.parametrize("command", ["postmortem", "retention"])
+def test_a_session_id_that_is_not_text_is_a_usage_error_naming_it(
+    tmp_path: Path, command: str
+) -> None:
+    home = tmp_path / "home"
+    assert run("replay", SWE_FILE, "--window", "4000", "--home", home).exit_code == 0
+    argv: list[str | bytes | Path] = [sys.executable, "-m", "analytics.cli", command]
+    argv += [b"run-\xff\xfe", "--home", home]  # bytes no UTF-8 decoder accepts, as argv
+
+    done = subprocess.run(argv, capture_output=True, env=subprocess_env(), timeout=300)
+
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, err
+    assert "Traceback" not in err
+    assert "run-\\xff\\xfe" in unwrapped(err) and "notUTF-8text" in unwrapped(err)
