@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from analytics.importers import ImportedSession, import_path
-from analytics.tuning import DEFAULT_GRID, StrategySpec, grid_specs, open_backend
+from analytics.tuning import DEFAULT_GRID, Setting, StrategySpec, grid_specs, open_backend
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "transcripts"
 WINDOW = 32_000
@@ -40,10 +40,10 @@ def _rate(sessions: list[ImportedSession], workers: int) -> tuple[float, float, 
     started = time.perf_counter()
     backend = open_backend(sessions, workers=workers)
     try:
-        for _result in backend.run(warm_up, WINDOW):
+        for _result in backend.run(warm_up, Setting(WINDOW)):
             pass
         ready = time.perf_counter()
-        done = sum(len(metrics) for _key, metrics in backend.run(tasks, WINDOW))
+        done = sum(len(metrics) for _key, metrics in backend.run(tasks, Setting(WINDOW)))
     finally:
         backend.close()
     seconds = time.perf_counter() - ready

@@ -241,6 +241,14 @@ def tune(
             "price profile is known, else tokens)",
         ),
     ] = None,
+    uncalibrated: Annotated[
+        bool,
+        typer.Option(
+            "--uncalibrated",
+            help="Byte estimate only, the transcripts' usage not fed (as replay --uncalibrated); "
+            "by default sessions are counted calibrated, as replay and a live agent count them",
+        ),
+    ] = False,
 ) -> None:
     """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
     profile = _profile(price_profile)
@@ -260,6 +268,7 @@ def tune(
                 max_trials=max_trials,
                 price_profile=profile,
                 objective=objective,
+                calibrate=not uncalibrated,
             )
         except GridError as exc:
             raise typer.BadParameter(str(exc), param_hint="--grid") from None

@@ -8,7 +8,7 @@ every trial is logged to ``<home>/tuning/<run_id>.jsonl`` (resumable, read back 
 figures on held-back ones. The CLI (``compactlens tune``) prints what ``run_tune`` returns.
 """
 
-from analytics.tuning.execution import evaluate, open_backend
+from analytics.tuning.execution import Setting, evaluate, open_backend
 from analytics.tuning.folds import FileSplit, SessionSource, split_by_file
 from analytics.tuning.lab import (
     TuneProgress,
@@ -57,6 +57,7 @@ __all__ = [
     "Recommendation",
     "SessionMetrics",
     "SessionSource",
+    "Setting",
     "Strategy",
     "StrategyResult",
     "StrategySpec",

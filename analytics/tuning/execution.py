@@ -1,9 +1,10 @@
 """Where replays run: inline, a local process pool (the default), or a Dask cluster.
 
-A *task* is one strategy spec over every session at one window (:func:`evaluate`); the
-sessions travel to each worker once (the pool's initializer, Dask's broadcast scatter), the
-specs per task. Every backend yields ``(key, metrics)`` as tasks finish, in completion order;
-callers must not depend on that order. Nothing here writes files.
+A *task* is one strategy spec over every session at one window (:func:`evaluate`), in the
+sessions' world (calibrated on their usage, or bytes / 4: ``Setting``); the sessions travel to
+each worker once (the pool's initializer, Dask's broadcast scatter), the specs per task. Every
+backend yields ``(key, metrics)`` as tasks finish, in completion order; callers must not depend
+on that order. Nothing here writes files.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from analytics.importers import ImportedSession
@@ -23,23 +25,31 @@ from analytics.tuning.specs import StrategySpec
 Task = tuple[str, StrategySpec]
 """A trial key and the spec to evaluate under it."""
 
+
+@dataclass(frozen=True)
+class Setting:
+    """What every task of a run shares besides the sessions: the window, the price profile
+    (None: each session's model's) and whether the transcripts' usage calibrates the counts."""
+
+    window: int
+    profile: PriceProfile | None = None
+    calibrate: bool = True
+
+
 _SESSIONS: list[ImportedSession] = []
 """The sessions of this worker process (set once by the pool's initializer)."""
 
 
 def evaluate(
-    spec: StrategySpec,
-    sessions: Sequence[ImportedSession],
-    window: int,
-    profile: PriceProfile | None = None,
+    spec: StrategySpec, sessions: Sequence[ImportedSession], setting: Setting
 ) -> list[SessionMetrics]:
-    """Every session replayed under ``spec`` at ``window``, measured (in session order) and
-    priced under ``profile`` (default: each session's model's)."""
+    """Every session replayed under ``spec`` in ``setting``, measured (in session order)."""
     strategy = spec.build()
+    window, profile = setting.window, setting.profile
     out: list[SessionMetrics] = []
     for session in sessions:
         started = time.perf_counter()
-        result = strategy.run(session, window)
+        result = strategy.run(session, window, calibrate=setting.calibrate)
         out.append(measure(session, result, window, time.perf_counter() - started, profile))
     return out
 
@@ -50,26 +60,22 @@ def _init_worker(sessions: list[ImportedSession]) -> None:
 
 
 def _evaluate_here(
-    key: str, spec: StrategySpec, window: int, profile: PriceProfile | None
+    key: str, spec: StrategySpec, setting: Setting
 ) -> tuple[str, list[SessionMetrics]]:
-    return key, evaluate(spec, _SESSIONS, window, profile)
+    return key, evaluate(spec, _SESSIONS, setting)
 
 
 def _evaluate_with(
-    key: str,
-    spec: StrategySpec,
-    sessions: list[ImportedSession],
-    window: int,
-    profile: PriceProfile | None,
+    key: str, spec: StrategySpec, sessions: list[ImportedSession], setting: Setting
 ) -> tuple[str, list[SessionMetrics]]:
-    return key, evaluate(spec, sessions, window, profile)
+    return key, evaluate(spec, sessions, setting)
 
 
 class Backend(Protocol):
     """Runs tasks over the sessions it was opened with."""
 
     def run(
-        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+        self, tasks: Sequence[Task], setting: Setting
     ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         """Yields each task's result as it finishes."""
         ...
@@ -84,10 +90,10 @@ class InlineBackend:
         self.sessions = sessions
 
     def run(
-        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+        self, tasks: Sequence[Task], setting: Setting
     ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         for key, spec in tasks:
-            yield key, evaluate(spec, self.sessions, window, profile)
+            yield key, evaluate(spec, self.sessions, setting)
 
     def close(self) -> None:
         return None
@@ -106,10 +112,10 @@ class PoolBackend:
         )
 
     def run(
-        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+        self, tasks: Sequence[Task], setting: Setting
     ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         pending: set[Future[tuple[str, list[SessionMetrics]]]] = {
-            self.pool.submit(_evaluate_here, key, spec, window, profile) for key, spec in tasks
+            self.pool.submit(_evaluate_here, key, spec, setting) for key, spec in tasks
         }
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -133,15 +139,13 @@ class DaskBackend:
         (self.sessions,) = self.client.scatter([sessions], broadcast=True, hash=False)
 
     def run(
-        self, tasks: Sequence[Task], window: int, profile: PriceProfile | None = None
+        self, tasks: Sequence[Task], setting: Setting
     ) -> Iterator[tuple[str, list[SessionMetrics]]]:
         import distributed
 
         as_completed: Any = distributed.as_completed
         futures = [
-            self.client.submit(
-                _evaluate_with, key, spec, self.sessions, window, profile, pure=False
-            )
+            self.client.submit(_evaluate_with, key, spec, self.sessions, setting, pure=False)
             for key, spec in tasks
         ]
         for future in as_completed(futures):

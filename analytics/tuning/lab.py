@@ -4,8 +4,10 @@ Imports the sessions, splits them by transcript file into tuning folds and held-
 (``analytics.tuning.folds``), evaluates the rivals and the grid (then the Optuna search) on every
 session through a backend, logging each trial as it finishes, and recommends a configuration
 chosen on the tuning folds; the figures reported (the table, the Pareto front) are those on the
-held-back sessions, with the spread of the recommendation across the folds. Printing is the
-CLI's job: progress goes through a callback.
+held-back sessions, with the spread of the recommendation across the folds. Sessions are
+replayed in the agent's world (``analytics.tuning.world``): calibrated on the transcripts'
+usage as ``compactlens replay`` does, unless ``calibrate=False`` (``--uncalibrated`` for both).
+Printing is the CLI's job: progress goes through a callback.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import polars as pl
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, ImportIssue, import_path
 from analytics.jobs.prices import PriceProfile, profile_name_for_model
-from analytics.tuning.execution import Backend, Task, open_backend
+from analytics.tuning.execution import Backend, Setting, Task, open_backend
 from analytics.tuning.folds import (
     FileSplit,
     SessionSource,
@@ -113,6 +115,9 @@ class TuneReport:
     """The recommendation's k-fold cross-validation (``folds.fold_spread``), or None."""
     held_back_by_file: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The recommendation's figures on each held-back transcript file."""
+    calibrated: bool = True
+    """Whether the transcripts' usage calibrated the counts (as ``replay`` without
+    ``--uncalibrated``)."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
@@ -138,13 +143,17 @@ def _run_id(
     specs: Sequence[StrategySpec],
     trials: int,
     pricing: str = "",
+    calibrate: bool = False,
 ) -> str:
     h = hashlib.sha256()
     for s in sessions:
         h.update(s.session_id.encode())
         h.update(s.model_dump_json(include={"messages"}).encode())
+        if calibrate:  # the usage decides a calibrated run's figures
+            h.update(s.model_dump_json(include={"usage"}).encode())
     h.update(json.dumps([window, trials, [x.model_dump(mode="json") for x in specs]]).encode())
     h.update(pricing.encode())
+    h.update(b"calibrated" if calibrate else b"")  # uncalibrated runs keep their old ids
     return h.hexdigest()[:12]
 
 
@@ -154,17 +163,16 @@ class _Runner:
     def __init__(
         self,
         log: RunLog,
-        window: int,
+        setting: Setting,
         total: int,
         open_: Callable[[], Backend],
         progress: TuneProgressCallback | None,
         tune_ids: set[str],
-        profile: PriceProfile | None = None,
         objective: str = "tokens",
     ) -> None:
-        self.log, self.window, self.total, self._open = log, window, total, open_
+        self.log, self.setting, self.total, self._open = log, setting, total, open_
         self.progress, self.tune_ids = progress, tune_ids
-        self.profile, self.objective = profile, objective
+        self.objective = objective
         self.backend: Backend | None = None
         self.evaluated = 0
         self.started = time.perf_counter()
@@ -176,7 +184,7 @@ class _Runner:
             specs = dict(missing)
             if self.backend is None:
                 self.backend = self._open()
-            for key, metrics in self.backend.run(missing, self.window, self.profile):
+            for key, metrics in self.backend.run(missing, self.setting):
                 spec = specs[key]
                 self.log.add(
                     TrialRecord(
@@ -289,11 +297,14 @@ def run_tune(
     max_trials: int = MAX_TRIALS,
     price_profile: PriceProfile | None = None,
     objective: Objective | None = None,
+    calibrate: bool = True,
 ) -> TuneReport:
     """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
-    ``window``, priced under ``price_profile`` (default: each session's model's); resumes the
-    same run if it was interrupted. ``objective`` (default ``cost`` when some session has a
-    priced profile, else ``tokens``) drives the recommendation and the Pareto front. Raises
+    ``window``, priced under ``price_profile`` (default: each session's model's), calibrated on
+    the transcripts' usage as ``replay`` is (unless ``calibrate`` is False: bytes / 4, as
+    ``replay --uncalibrated``); resumes the same run if it was interrupted. ``objective``
+    (default ``cost`` when some session has a priced profile, else ``tokens``) drives the
+    recommendation and the Pareto front. Raises
     ``AnalyticsError`` for a path that does not exist or when no session has a turn,
     ``ValueError`` for a strategy name and ``GridError`` (a ``ValueError``) for a bad grid or
     one over ``max_trials`` with the trials, before anything is imported."""
@@ -311,7 +322,7 @@ def run_tune(
     chosen_objective = objective or _default_objective(sessions, price_profile)
     pricing = price_profile.model_dump_json() if price_profile else "by-model"
     specs_planned = [spec for _k, spec in tasks]
-    run_id = _run_id(sessions, window, specs_planned, trials, pricing) + f"-s{seed}"
+    run_id = _run_id(sessions, window, specs_planned, trials, pricing, calibrate) + f"-s{seed}"
     home_path = Path(home)
     log = RunLog(
         run_path(home_path, run_id), new_header(run_id, window, ids, held_ids, len(tasks) + trials)
@@ -319,12 +330,11 @@ def run_tune(
     resumed = len(log.done)
     runner = _Runner(
         log,
-        window,
+        Setting(window, price_profile, calibrate),
         len(tasks) + trials,
         lambda: open_backend(sessions, workers=workers, dask=dask),
         progress,
         set(tune_ids),
-        price_profile,
         chosen_objective,
     )
     try:
@@ -338,7 +348,9 @@ def run_tune(
         runner.close()
     specs = dict(tasks + searched)
     results = {key: (spec, log.done[key].metrics) for key, spec in specs.items()}
-    report = _report(results, run_id, window, home_path, log.path, split, chosen_objective)
+    report = _report(
+        results, run_id, window, home_path, log.path, split, chosen_objective, calibrate
+    )
     report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
     report.price_profile = price_profile.name if price_profile else None
     held = set(held_ids)
@@ -374,14 +386,19 @@ def _report(
     path: Path,
     split: FileSplit,
     objective: str = "tokens",
+    calibrate: bool = True,
 ) -> TuneReport:
     tune_ids, held_ids = split.tune, split.held
     table = figures_table(results, set(held_ids), window)
     folder = home / "tuning"
     rec_path = folder / f"{run_id}-recommended.toml"
     tune, held = set(tune_ids), set(held_ids)
-    chosen = recommend(results, tune, held, window, rec_path, objective=objective)
-    profiles = model_profiles(results, tune, held, window, folder, run_id, objective)
+    chosen = recommend(
+        results, tune, held, window, rec_path, objective=objective, calibrated=calibrate
+    )
+    profiles = model_profiles(
+        results, tune, held, window, folder, run_id, objective, calibrated=calibrate
+    )
     folds = fold_spread(results, split, chosen.key, window, objective) if chosen else None
     return TuneReport(
         run_id=run_id,
@@ -398,4 +415,5 @@ def _report(
         profiles=profiles,
         objective=objective,
         folds=folds,
+        calibrated=calibrate,
     )

@@ -1,15 +1,18 @@
 """Figures of one strategy on one session, and their sums over many sessions.
 
-``measure`` reads a ``StrategyResult``: tokens billed (the views, ``estimate_tokens`` each, plus
-what the summariser read and wrote), turns over the window, emergencies, the peak ratio, artifact
-retention, anchor retention and invariant violations (``validate_history`` on every view, and
-the task missing from a view).
+``measure`` reads a ``StrategyResult``: tokens billed (the views, each counted in the session's
+world as ``compactlens replay`` counts it: calibrated on the transcript's usage unless the run
+is uncalibrated, then bytes / 4; plus what the summariser read and wrote), turns over the
+window, emergencies, the peak ratio, artifact retention, anchor retention and invariant
+violations (``validate_history`` on every view, and the task missing from a view).
 
-Cost: each turn's view is split into cache reads, writes and uncached tokens by the price
-profile's rules (``analytics.jobs.cache_model``): the cached prefix is the leading messages the
-view shares with the previous turn's (the system message on the first turn, warm from earlier
-sessions), each answer is billed as output, and each summariser call as uncached input plus
-output. The profile is the one asked for, else the session's model's.
+Cost, as ``analytics.jobs.costs`` prices a replay: each turn's view is split into cache reads,
+writes and uncached tokens by the price profile's rules (``analytics.jobs.cache_model``), in
+the world's cost calibration (the session's fit over its usage reports): the cached prefix is
+the leading messages the view shares with the previous turn's (the system message on the first
+turn, warm from earlier sessions; the harness's hidden prompt always), each answer is billed as
+output (the reported output tokens where the transcript has them), and each summariser call as
+uncached input plus output. The profile is the one asked for, else the session's model's.
 
 Artifact retention uses the artifacts job's definitions (``analytics.jobs.artifacts``: its path
 pattern and its path and command argument keys) over the messages a strategy took out of the
@@ -32,11 +35,10 @@ from pydantic import BaseModel, ConfigDict
 from analytics.importers import ImportedSession
 from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
 from analytics.jobs.cache_model import CacheSplit, call_cost, split_cost, split_prompt
-from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.jobs.prices import PriceProfile, profile_for_model
 from analytics.jobs.retention import anchor_survival, retention_detail
 from analytics.tuning.strategies import StrategyResult, task_index, view_bytes
-from compactor import Anchor, Message, estimate_tokens, validate_history
+from compactor import Anchor, Message, validate_history
 
 _PATH_RE = re.compile(PATH_PATTERN)
 _WS_RE = re.compile(r"\s+")
@@ -178,15 +180,25 @@ def violation_count(result: StrategyResult) -> int:
     return count
 
 
+def view_tokens(result: StrategyResult) -> list[int]:
+    """Each turn's view in the session's world (as the replay counted it, where it did)."""
+    world = result.world
+    return [
+        t.tokens if t.tokens is not None else world.tokens(k, view_bytes(t.view))
+        for k, t in enumerate(result.turns)
+    ]
+
+
 def uncompacted_tokens(result: StrategyResult, original: Sequence[Message]) -> int:
-    """The views without any compaction, summed over the turns."""
+    """The views without any compaction, summed over the turns (in the session's world)."""
     head = view_bytes([result.system]) if result.system is not None else 0
     total = 0
     running, upto = head, 0
-    for turn in result.turns:
+    for k, turn in enumerate(result.turns):
         running += view_bytes(original[upto : turn.index])
         upto = turn.index
-        total += running // BYTES_PER_TOKEN
+        counted = turn.history_tokens
+        total += counted if counted is not None else result.world.tokens(k, running)
     return total
 
 
@@ -200,19 +212,25 @@ def _shared(previous: Sequence[Message], view: Sequence[Message]) -> int:
     return n
 
 
-def cache_costs(
-    result: StrategyResult, tokens: Sequence[int], profile: PriceProfile
-) -> tuple[CacheSplit, float]:
-    """The summed cache split of ``result``'s turns (``tokens``: each view's estimate) and
-    their cost under ``profile``, the answers and the summariser's calls included."""
+def cache_costs(result: StrategyResult, profile: PriceProfile) -> tuple[CacheSplit, float]:
+    """The summed cache split of ``result``'s turns and their cost under ``profile``, the
+    answers and the summariser's calls included (see the module text)."""
     read = write = uncached = 0
     cost = 0.0
+    cal, outputs = result.world.calibration, result.world.outputs
     previous: list[Message] = [result.system] if result.system is not None else []
-    for turn, prompt in zip(result.turns, tokens, strict=True):
-        prefix = estimate_tokens(turn.view[: _shared(previous, turn.view)])
-        split = split_prompt(profile, prompt, prefix)
+    for k, turn in enumerate(result.turns):
+        shared = _shared(previous, turn.view)
+        # a first turn without a system message has nothing warm; later ones at least the
+        # harness's hidden prompt, which leads every prompt (as the cost job has it)
+        prefix = 0 if k == 0 and not shared else cal.tokens(view_bytes(turn.view[:shared]))
+        split = split_prompt(profile, cal.tokens(view_bytes(turn.view)), prefix)
         answer = result.history[turn.index] if turn.index < len(result.history) else None
-        cost += split_cost(profile, split, estimate_tokens([answer]) if answer else 0)
+        said = outputs.get(k + 1)
+        output = (
+            said if said is not None else cal.tokens_of_text(view_bytes([answer] if answer else []))
+        )
+        cost += split_cost(profile, split, output)
         read, write, uncached = read + split.read, write + split.write, uncached + split.uncached
         previous = turn.view
     summaries = call_cost(profile, result.summarizer_input_tokens, result.summarizer_output_tokens)
@@ -229,9 +247,9 @@ def measure(
     """Every figure of ``result`` (``session`` replayed under one strategy at ``window``),
     priced under ``profile`` (default: the session's model's)."""
     original = session.messages[1:] if result.system is not None else session.messages
-    tokens = [estimate_tokens(t.view) for t in result.turns]
+    tokens = view_tokens(result)
     priced_as = profile or profile_for_model(session.model)
-    split, cost = cache_costs(result, tokens, priced_as)
+    split, cost = cache_costs(result, priced_as)
     at_risk, kept = artifact_counts(result)
     items_next, items_kept = anchor_counts(result.summaries)
     return SessionMetrics(

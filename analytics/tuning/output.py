@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from analytics.tuning.lab import TuneReport
-from analytics.tuning.recommend import Recommendation, rule_words
+from analytics.tuning.recommend import Recommendation, reproduce_words, rule_words
 
 STRATEGY_KEYS = (
     "name",
@@ -38,11 +38,6 @@ STRATEGY_KEYS = (
     "cache_write_tokens",
 )
 """The keys of each ``strategies`` row."""
-ESTIMATOR_WORDS = (
-    "bytes / 4, uncalibrated (the transcript's usage not fed): `compactlens replay --config "
-    "<path> --uncalibrated` on the held-back files bills these figures"
-)
-"""How the lab measured, and how a replay reproduces it."""
 SUMMARY_SUFFIX = "-tune.json"
 """``<home>/tuning/<run_id>-tune.json``: the ``tune --json`` object of the run's last report."""
 
@@ -76,7 +71,8 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         "held_back_sessions": report.held_back_files,
         "rule": rule_words(report.objective),
         "held_back_by_file": report.held_back_by_file,
-        "estimator": ESTIMATOR_WORDS,
+        "estimator": reproduce_words("<path>", report.calibrated),
+        "calibrated": report.calibrated,
         "folds": report.folds,
     }
     profiles = [

@@ -125,16 +125,27 @@ class Recommendation:
         return self.budget is None or float(self.tune[self.column]) <= self.budget.value
 
 
-def write_config(spec: StrategySpec, path: Path, note: str) -> Path:
+def reproduce_words(name: str, calibrated: bool) -> str:
+    """How the lab measured, and the ``replay`` command that bills its figures again."""
+    if calibrated:
+        return (
+            "calibrated on the transcripts' provider usage, as a live agent and `compactlens "
+            f"replay` count: `compactlens replay <held-back files> --config {name}` bills "
+            "these figures"
+        )
+    return (
+        "bytes / 4, uncalibrated (the transcripts' usage not fed): `compactlens replay "
+        f"<held-back files> --config {name} --uncalibrated` bills these figures"
+    )
+
+
+def write_config(spec: StrategySpec, path: Path, note: str, *, calibrated: bool = True) -> Path:
     """The spec's ``CompactorConfig`` as TOML (loadable by ``--config``; tool-time offload is
-    its ``tool_offload_threshold``, omitted when off), with ``note`` as a comment."""
+    its ``tool_offload_threshold``, omitted when off), with ``note`` and how it was measured
+    as comments."""
     config = spec.config or CompactorConfig()
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = (
-        f"# compactlens tune: {note}\n"
-        f"# measured uncalibrated (bytes / 4): `compactlens replay --config {path.name} "
-        "--uncalibrated` reproduces its figures\n"
-    )
+    header = f"# compactlens tune: {note}\n# measured {reproduce_words(path.name, calibrated)}\n"
     body = tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))  # TOML has no null
     path.write_text(header + body, encoding="utf-8")
     return path
@@ -159,6 +170,7 @@ def recommend(
     model: str = "",
     distinct: bool = False,
     objective: str = "tokens",
+    calibrated: bool = True,
 ) -> Recommendation | None:
     """Choose on ``tune_ids``, write the TOML to ``path``, report on ``held_ids``. None when no
     trial is feasible, or (``distinct``) when every trial bills the same on ``tune_ids`` (the
@@ -177,7 +189,7 @@ def recommend(
         key=key,
         name=spec.name,
         spec=spec,
-        path=write_config(spec, path, note),
+        path=write_config(spec, path, note, calibrated=calibrated),
         tune=tune_table.filter(pl.col("key") == key).to_dicts()[0],
         held_back=totals(held_rows, window),
         model=model,
@@ -194,6 +206,8 @@ def model_profiles(
     folder: Path,
     stem: str,
     objective: str = "tokens",
+    *,
+    calibrated: bool = True,
 ) -> list[Recommendation]:
     """A recommendation per model with at least ``MIN_PROFILE_SESSIONS`` tuning sessions on
     which the trials differ."""
@@ -220,6 +234,7 @@ def model_profiles(
             model=model,
             distinct=True,
             objective=objective,
+            calibrated=calibrated,
         )
         if found is not None:
             out.append(found)

@@ -11,7 +11,10 @@
 
 Summaries come from the same metered ``ExtractiveSummarizer`` as the progressive strategy, are
 incremental over the previous summary, and keep the system message and the task verbatim. A
-view still over the window after summarising is truncated pair-safely (an emergency).
+view still over the window after summarising is truncated pair-safely (an emergency). Sizes
+are counted in the session's world (``analytics.tuning.world``), as the progressive strategy's
+are: calibrated on the transcript's usage by default, so a threshold counts the harness's
+hidden prompt as Claude Code's own does.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from analytics.importers import ImportedSession
-from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.tuning.strategies import (
     MeteredSummarizer,
     StrategyResult,
@@ -31,8 +33,8 @@ from analytics.tuning.strategies import (
     truncate_to_window,
     turn_indices,
     view_bytes,
-    window_bytes,
 )
+from analytics.tuning.world import SessionWorld, session_world
 from compactor import (
     ExtractiveSummarizer,
     Message,
@@ -55,9 +57,12 @@ class ObservationMasking:
     def name(self) -> str:
         return f"masking m{self.m}"
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult:
         system, history = split_system(session)
-        result = StrategyResult(history=history, system=system)
+        world = session_world(session, calibrate=calibrate)
+        result = StrategyResult(history=history, system=system, world=world)
         head = [system] if system is not None else []
         masked: dict[int, Message] = {}
         results = [i for i, msg in enumerate(history) if msg.is_tool_result]
@@ -122,8 +127,10 @@ def _view(
     return base, list(history[max(state.upto, first) : i])
 
 
-def _fit(base: list[Message], rest: list[Message], window: int) -> tuple[list[Message], bool]:
-    return truncate_to_window(base, rest, window)
+def _fit(
+    base: list[Message], rest: list[Message], world: SessionWorld, turn: int, window: int
+) -> tuple[list[Message], bool]:
+    return truncate_to_window(base, rest, world.window_bytes(turn, window))
 
 
 @dataclass(frozen=True)
@@ -139,22 +146,25 @@ class ThresholdSummary:
     def name(self) -> str:
         return f"threshold {self.fraction:g}"
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult:
         system, history = split_system(session)
-        result = StrategyResult(history=history, system=system)
+        world = session_world(session, calibrate=calibrate)
+        result = StrategyResult(history=history, system=system, world=world)
         head = [system] if system is not None else []
         first = _first(history, 0)
         state = _Summaries(upto=first, summarizer=MeteredSummarizer(self.summarizer()))
         limit = self.fraction * window
-        for i in turn_indices(history):
+        for turn, i in enumerate(turn_indices(history)):
             base, rest = _view(head, history, first, state, i)
-            if view_bytes([*base, *rest]) // BYTES_PER_TOKEN > limit:
+            if world.tokens(turn, view_bytes([*base, *rest])) > limit:
                 cut = max(state.upto, first) + tail_start(rest, self.keep_last)
                 if cut > max(state.upto, first):
                     state.summarise(list(history[max(state.upto, first) : cut]), result)
                     state.upto = cut
                     base, rest = _view(head, history, first, state, i)
-            view, dropped = _fit(base, rest, window)
+            view, dropped = _fit(base, rest, world, turn, window)
             result.turns.append(TurnView(index=i, view=view, emergency=dropped))
         return result
 
@@ -173,22 +183,26 @@ class OpenHandsCondenser:
     def name(self) -> str:
         return f"openhands n{self.max_events}"
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult:
         system, history = split_system(session)
-        result = StrategyResult(history=history, system=system)
+        world = session_world(session, calibrate=calibrate)
+        result = StrategyResult(history=history, system=system, world=world)
         head = [system] if system is not None else []
         first = _first(history, self.keep_first)
         state = _Summaries(upto=first, summarizer=MeteredSummarizer(self.summarizer()))
-        for i in turn_indices(history):
+        for turn, i in enumerate(turn_indices(history)):
+            limit = world.window_bytes(turn, window)
             base, rest = _view(head, history, first, state, i)
             events = len(base) - len(head) + len(rest)
-            if events > self.max_events or view_bytes([*base, *rest]) > window_bytes(window):
+            if events > self.max_events or view_bytes([*base, *rest]) > limit:
                 start = max(state.upto, first)
                 cut = start + tail_start(rest, self.max_events // 2)
                 if cut > start:
                     state.summarise(list(history[start:cut]), result)
                     state.upto = cut
                     base, rest = _view(head, history, first, state, i)
-            view, dropped = _fit(base, rest, window)
+            view, dropped = _fit(base, rest, world, turn, window)
             result.turns.append(TurnView(index=i, view=view, emergency=dropped))
         return result

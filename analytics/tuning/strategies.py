@@ -1,9 +1,11 @@
 """Compaction strategies behind one interface, replayed turn by turn over an imported session.
 
 A strategy turns a session into the view it would have sent before each assistant message
-(``StrategyResult.turns``), plus what its summariser read and wrote. ``ProgressiveStrategy`` is
-the product (``CompactionSession`` with the offline ``ExtractiveSummarizer``, ``calibrate=False``
-so every strategy is measured with the same byte estimate); ``NoCompaction`` is the baseline of
+(``StrategyResult.turns``), plus what its summariser read and wrote, in the session's world
+(``analytics.tuning.world``: by default the prompt sizes a calibrated replay has, as
+``compactlens replay`` and a live agent count them; uncalibrated, bytes / 4).
+``ProgressiveStrategy`` is the product (``replay_session`` with the offline
+``ExtractiveSummarizer``, the very path ``replay`` takes); ``NoCompaction`` is the baseline of
 hard truncation at the window. The other rivals live in ``analytics.tuning.rivals``. Nothing
 here measures (``analytics.tuning.metrics`` does) or writes outside a temporary folder.
 """
@@ -11,6 +13,7 @@ here measures (``analytics.tuning.metrics`` does) or writes outside a temporary 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import os
 import tempfile
@@ -20,6 +23,13 @@ from typing import Protocol, runtime_checkable
 
 from analytics.importers import ImportedSession
 from analytics.replay.driver import replay_session
+from analytics.tuning.world import (
+    ReplayEvents,
+    SessionWorld,
+    agent_session,
+    replay_session_id,
+    session_world,
+)
 from compactor import (
     Anchor,
     CompactionOffloader,
@@ -45,6 +55,10 @@ class TurnView:
     view: list[Message]
     emergency: bool = False
     """Messages were dropped without being summarised (a forced truncation) this turn."""
+    tokens: int | None = None
+    """The view's tokens as the replay counted them (None: count it in the result's world)."""
+    history_tokens: int | None = None
+    """The uncompacted history's tokens as the replay counted them (None: likewise)."""
 
 
 @dataclass
@@ -59,16 +73,21 @@ class StrategyResult:
     summarizer_output_tokens: int = 0
     summaries: list[list[Anchor]] = field(default_factory=list)
     """The anchors of each summary, in order (for anchor retention)."""
+    world: SessionWorld = field(default_factory=SessionWorld)
+    """How the session's prompts are counted and priced (``analytics.tuning.world``)."""
 
 
 @runtime_checkable
 class Strategy(Protocol):
-    """One way of keeping a context under a window."""
+    """One way of keeping a context under a window, in the session's world: calibrated on the
+    transcript's usage (the default, as ``replay``) or bytes / 4 (``calibrate=False``)."""
 
     @property
     def name(self) -> str: ...
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult: ...
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult: ...
 
 
 class MeteredSummarizer:
@@ -171,12 +190,13 @@ def window_bytes(window: int) -> int:
 
 
 def truncate_to_window(
-    base: list[Message], rest: Sequence[Message], window: int
+    base: list[Message], rest: Sequence[Message], limit_bytes: int
 ) -> tuple[list[Message], bool]:
-    """``base`` plus the newest of ``rest`` that fit the window, pair-safe; True if any dropped."""
-    if view_bytes(base) + view_bytes(rest) <= window_bytes(window):
+    """``base`` plus the newest of ``rest`` within ``limit_bytes`` (the window's bytes in the
+    turn's world), pair-safe; True if any dropped."""
+    if view_bytes(base) + view_bytes(rest) <= limit_bytes:
         return [*base, *rest], False
-    start = fitting_suffix(rest, window_bytes(window) - view_bytes(base))
+    start = fitting_suffix(rest, limit_bytes - view_bytes(base))
     return [*base, *rest[start:]], True
 
 
@@ -189,18 +209,21 @@ class NoCompaction:
     def name(self) -> str:
         return "no-compaction"
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult:
         """Each turn's view is ``truncate_to_window`` of what came before, measured with the
         running sums of message sizes: time linear in the history, not quadratic."""
         system, history = split_system(session)
-        result = StrategyResult(history=history, system=system)
+        world = session_world(session, calibrate=calibrate)
+        result = StrategyResult(history=history, system=system, world=world)
         task = task_index(history)
         head = [system] if system is not None else []
-        limit = window_bytes(window)
         sizes = [view_bytes([m]) for m in history]
         before = list(itertools.accumulate(sizes, initial=0))  # before[i]: bytes of history[:i]
         head_bytes = view_bytes(head)
-        for i in turn_indices(history):
+        for turn, i in enumerate(turn_indices(history)):
+            limit = world.window_bytes(turn, window)
             view, dropped = [*head, *history[:i]], False
             if head_bytes + before[i] > limit:
                 base, first, base_bytes = head, 0, head_bytes
@@ -259,16 +282,24 @@ class ProgressiveStrategy:
             f"off{c.offload_threshold}{extras}"
         )
 
-    def run(self, session: ImportedSession, window: int) -> StrategyResult:
+    def run(
+        self, session: ImportedSession, window: int, *, calibrate: bool = True
+    ) -> StrategyResult:
+        """``replay_session`` as ``compactlens replay --config`` runs it, under the session id
+        it would have (with ``calibrate`` the transcript's usage calibrates the estimator;
+        without, it is dropped first, as ``--uncalibrated`` does); each turn's tokens are those
+        of its ``view_prepared`` event, the figures the store sums."""
         system, history = split_system(session)
         result = StrategyResult(history=history, system=system)
         summarizer = MeteredSummarizer()
+        events = ReplayEvents()
+        sid = replay_session_id(session, window, self.config, calibrate)
         with tempfile.TemporaryDirectory(prefix="compactlens-tune-", dir=scratch_dir()) as work_dir:
             compactor = ProgressiveCompactor(
                 summarizer,
                 window,
                 config=self.config,
-                offloader=CompactionOffloader(work_dir, "tune"),
+                offloader=CompactionOffloader(work_dir, sid),
             )
 
             def on_view(i: int, view: list[Message], record: CompactionRecord) -> None:
@@ -278,7 +309,18 @@ class ProgressiveStrategy:
                 if record.effective and record.summarizer is not None and record.anchors:
                     result.summaries.append(list(record.anchors))
 
-            replay_session(session, compactor, session_id="tune", on_view=on_view, calibrate=False)
+            replay_session(
+                agent_session(session, calibrate),
+                compactor,
+                event_sink=events,
+                session_id=sid,
+                on_view=on_view,
+            )
+        result.turns = [
+            dataclasses.replace(turn, tokens=seen.tokens, history_tokens=seen.history_tokens)
+            for turn, seen in zip(result.turns, events.views, strict=True)
+        ]
+        result.world = SessionWorld(calibration=events.calibration(), outputs=events.outputs())
         result.summarizer_input_tokens = summarizer.input_tokens
         result.summarizer_output_tokens = summarizer.output_tokens
         return result

@@ -1,6 +1,7 @@
 """Issue 18 item 6: ``replay --config <recommended.toml> --uncalibrated`` on the held-back files
-bills exactly what ``tune --json`` reported for them, file by file (tokens billed, the
-summariser's included, and cost), and the TOML carries the tool-time offload the lab varied.
+bills exactly what ``tune --uncalibrated --json`` reported for them, file by file (tokens billed,
+the summariser's included, and cost), and the TOML carries the tool-time offload the lab varied.
+(The calibrated default is ``test_cli_tune_calibrated.py``'s.)
 
 Real transcripts (the swe-agent CTF demonstrations, one session per file) at a window small
 enough that every one compacts, each held-back file replayed into a fresh home of its own.
@@ -37,7 +38,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = invoke_ok(
         *("tune", *files, "--window", WINDOW, "--workers", "0", "--json"),
         *("--strategies", "progressive", "--grid", str(grid)),
-        *("--price-profile", "anthropic", "--home", str(home)),
+        *("--price-profile", "anthropic", "--home", str(home), "--uncalibrated"),
     )
     found: dict[str, Any] = json.loads(out)
     return found

@@ -133,10 +133,10 @@ def _truncated_per_turn(
         if view_bytes(view) > window_bytes(window):
             if task is not None and task < i:
                 view, dropped = truncate_to_window(
-                    [*head, history[task]], history[task + 1 : i], window
+                    [*head, history[task]], history[task + 1 : i], window_bytes(window)
                 )
             else:
-                view, dropped = truncate_to_window(head, history[:i], window)
+                view, dropped = truncate_to_window(head, history[:i], window_bytes(window))
         out.append((i, dropped, view))
     return out
 
