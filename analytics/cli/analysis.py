@@ -10,12 +10,14 @@ The figures come from ``analytics.queries.stats``, ``analytics.queries.findings`
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.progress import TaskID
 
 from analytics.cli.common import (
     Command,
@@ -33,6 +35,7 @@ from analytics.cli.tables import (
     tune_table,
 )
 from analytics.cli.terminal import (
+    PROGRESS_EVERY_S,
     RunProgress,
     console,
     err_console,
@@ -42,7 +45,7 @@ from analytics.cli.terminal import (
     trial_progress,
 )
 from analytics.jobs.prices import PriceProfile
-from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json, retention_json
+from analytics.queries.findings import counterfactual_job, postmortem_json, retention_json
 from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
@@ -179,15 +182,61 @@ def postmortem(
     ] = True,
     dask: DaskOption = None,
 ) -> None:
-    """Emergency post-mortems: lead-up, what pushed it over, what was lost, what would help."""
+    """Emergency post-mortems grouped by session and cause: how many and when, one lead-up, the
+    fix, what was lost (``--json``: every emergency, and the groups)."""
     root = resolve_home(home, write=False)
-    extra = (COUNTERFACTUAL_JOB,) if counterfactuals else ()
-    with handled(), analysed(root, extra, dask=dask, session=session) as store:
+    with handled(), analysed(root, dask=dask) as store:
+        if counterfactuals:  # for the session alone when one is named: no waiting on the rest
+            with RunProgress() as bars:
+                progress = _CounterfactualProgress(bars)
+                job = counterfactual_job(progress)
+                refresh(store, (job,), dask=dask, sessions=None if session is None else [session])
+            progress.finish()
         found = postmortem_json(store, session, counterfactuals=counterfactuals)
     if as_json:
         _emit(found)
     else:
         postmortem_table(found)
+
+
+class _CounterfactualProgress:
+    """How far the counterfactual replays are: a bar on a terminal, else a line on stderr at
+    most every ``PROGRESS_EVERY_S`` seconds (``counterfactuals: N of M emergencies, session
+    X``) and one at ``finish``. A refresh hands the job its sessions in chunks, so M is the
+    emergencies of the chunks begun so far."""
+
+    def __init__(self, bars: RunProgress) -> None:
+        self.bars = bars
+        self.task: TaskID | None = None
+        self.started = time.monotonic()
+        self.printed = self.started - PROGRESS_EVERY_S
+        self.finished = 0  # emergencies of the chunks done
+        self.current = 0  # emergencies of the chunk being replayed
+
+    def __call__(self, done: int, total: int, session_id: str | None) -> None:
+        if session_id is None:  # a chunk is done
+            self.finished, self.current = self.finished + total, 0
+        elif done == 0:
+            self.current = total
+        at = self.finished + (0 if session_id is None else done)
+        known = self.finished + self.current
+        if not known:
+            return
+        if err_console.is_terminal:
+            if self.task is None:
+                self.task = self.bars.progress.add_task("counterfactuals", unit="emergencies")
+            extra = "" if session_id is None else f", session {session_id}"
+            self.bars.progress.update(self.task, completed=at, total=known, extra=extra)
+        elif session_id is not None and time.monotonic() - self.printed >= PROGRESS_EVERY_S:
+            self._line(f"{at:,} of {known:,} emergencies, session {session_id}")
+
+    def finish(self) -> None:
+        if self.finished and not err_console.is_terminal:
+            self._line(f"{self.finished:,} of {self.finished:,} emergencies replayed")
+
+    def _line(self, text: str) -> None:
+        self.printed = time.monotonic()
+        print_note(f"counterfactuals: {text} ({self.printed - self.started:,.0f} s)")
 
 
 def report(

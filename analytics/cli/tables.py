@@ -8,15 +8,17 @@ Nothing here does any work.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import filesize
 from rich.table import Table
+from rich.text import Text
 
 from analytics.cli.commands import IngestReport, RunReport
 from analytics.cli.terminal import console, err_console
-from analytics.jobs.explanations import drop_reason_words, fix_words
+from analytics.jobs.explanations import drop_reason_words
 from analytics.store.projector import IngestResult
 from analytics.tuning import baseline_line
 
@@ -252,18 +254,84 @@ def _compaction_at(turn: int | None, tier: str | None, compaction_id: str) -> st
 
 
 def postmortem_table(found: Mapping[str, Any]) -> None:
-    """One row per emergency: the cause first, what happened in a sentence, the fix."""
-    table = Table(title=f"emergency post-mortems ({len(found['postmortems'])})")
-    for column in ("session", "turn", "cause", "what happened", "dropped", "fix"):
-        table.add_column(column, overflow="fold")
-    for pm in found["postmortems"]:
-        dropped = f"{pm['dropped']['messages']} msgs / {pm['dropped']['tokens']:,} tokens"
-        table.add_row(
-            pm["session_id"],
-            str(pm["turn"]),
-            str(pm.get("cause") or "–"),
-            str(pm.get("explanation") or "–"),
-            dropped,
-            fix_words(pm),
-        )
-    console.print(table)
+    """The fleet summary (emergencies, sessions, by cause, share settled), then one block per
+    session, most emergencies first, with one block per group of its emergencies (by cause):
+    how many and at which turns, the representative's sentence and lead-up, the fix, what the
+    group dropped. ``postmortem --json`` keeps every emergency."""
+    summary, groups = found["summary"], found["groups"]
+    if not groups:
+        console.print("No emergency truncation in this store.")
+        return
+    for line in _postmortem_summary(summary):
+        _indented(line, 0)
+    by_session: dict[str, list[Mapping[str, Any]]] = {}
+    for group in groups:
+        by_session.setdefault(str(group["session_id"]), []).append(group)
+    order = sorted(by_session.items(), key=lambda kv: -sum(g["count"] for g in kv[1]))
+    for sid, session_groups in order:
+        count = sum(g["count"] for g in session_groups)
+        console.print()
+        head = Text(f"{sid} — {count:,} emergenc{'y' if count == 1 else 'ies'}", style="bold")
+        console.print(head, soft_wrap=True)  # one line: a session id is not cut
+        for group in session_groups:
+            _postmortem_group(group)
+    console.print()
+    _indented(
+        "A group's fix is its representative's (the turn its sentence names); "
+        "`postmortem --json` lists every emergency with its own.",
+        0,
+    )
+
+
+def _postmortem_summary(summary: Mapping[str, Any]) -> list[str]:
+    total = summary["emergencies"]
+    causes = ", ".join(f"{cause} {n:,}" for cause, n in summary["by_cause"].items())
+    settled = summary["settled_share"]
+    return [
+        f"emergency post-mortems: {total:,} emergencies in {summary['sessions']:,} sessions, "
+        f"{summary['groups']:,} groups (by session and cause)",
+        f"by cause: {causes}",
+        f"settled: {summary['settled']:,} of {total:,} ({_share(settled)}): a verified fix, "
+        "or the window that would avoid it",
+    ]
+
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def _lead_up_line(lead: Sequence[Mapping[str, Any]]) -> str:
+    """A lead-up in one line: the ratio of each turn as a bar from 0 to 100% of the window,
+    then the first and last ratios and the turns they span."""
+    ratios = [(r.get("turn"), float(r["ratio"])) for r in lead if r.get("ratio") is not None]
+    if not ratios:
+        return "none recorded"
+    top = len(_SPARKS) - 1
+    bars = "".join(_SPARKS[min(top, max(0, int(r * len(_SPARKS))))] for _, r in ratios)
+    (first_turn, first), (last_turn, last) = ratios[0], ratios[-1]
+    return f"{bars} {first:.0%} at turn {first_turn} → {last:.0%} at turn {last_turn}"
+
+
+def _postmortem_group(group: Mapping[str, Any]) -> None:
+    """One group: its head line, then the representative's sentence, lead-up and the fix."""
+    rep = group["representative"]
+    dropped = group["dropped"]
+    head = (
+        f"{group['cause'] or 'cause unknown'} × {group['count']:,} · {group['turns_text']} · "
+        f"settled {group['settled']:,}/{group['count']:,} · dropped "
+        f"{dropped['messages']:,} msgs, {dropped['tokens']:,} tokens"
+    )
+    lines = [
+        f"turn {rep['turn']}: {group.get('explanation') or 'no explanation was recorded'}",
+        f"lead-up: {_lead_up_line(group['lead_up'])}",
+        f"fix: {group['fix']['words']}",
+    ]
+    _indented(head, 2)
+    for line in lines:
+        _indented(line, 4)
+
+
+def _indented(text: str, indent: int) -> None:
+    """``text`` wrapped to the console's width, every line indented by ``indent``."""
+    pad = " " * indent
+    wrapped = textwrap.fill(text, max(console.width, 40), initial_indent=pad, subsequent_indent=pad)
+    console.print(wrapped, soft_wrap=True, markup=False, highlight=False)

@@ -10,6 +10,8 @@ writes except through ``analytics.queries.materialize``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -17,6 +19,7 @@ from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_dicts
+from analytics.jobs.postmortem_groups import fleet_summary, postmortem_groups
 from analytics.jobs.retention import (
     DROP_REASON_COLUMNS,
     ITEM_COLUMNS,
@@ -77,11 +80,13 @@ def retention_json(store: EventStore, session: str | None = None) -> dict[str, A
 def postmortem_json(
     store: EventStore, session: str | None = None, *, counterfactuals: bool = True
 ) -> dict[str, Any]:
-    """SPEC 5.3 ``postmortem --json``: one post-mortem per effective Emergency."""
+    """SPEC 5.3 ``postmortem --json``: one post-mortem per effective Emergency, then the same
+    grouped by session and cause (``groups``, ``analytics.jobs.postmortem_groups``) and the
+    figures above them (``summary``)."""
     check_session(store, session)
     emergencies = _only(job_table(store, "job_emergencies"), session)
     if emergencies.is_empty():
-        return {"postmortems": []}
+        return {"postmortems": [], "groups": [], "summary": fleet_summary([])}
     frames = PostmortemFrames(
         emergencies.sort("session_id", "seq"),
         _only(job_table(store, "job_lead_up"), session),
@@ -91,7 +96,9 @@ def postmortem_json(
     if counterfactuals:
         rows = _only(job_table(store, "job_counterfactuals"), session)
         found = {r["compaction_id"]: json.loads(r["report"]) for r in rows.iter_rows(named=True)}
-    return {"postmortems": postmortem_dicts(frames, found)}
+    items = postmortem_dicts(frames, found)
+    groups = postmortem_groups(items)
+    return {"postmortems": items, "groups": groups, "summary": fleet_summary(groups)}
 
 
 def _system_prompts(inputs: JobInputs) -> dict[str, Message]:
@@ -108,7 +115,14 @@ def _system_prompts(inputs: JobInputs) -> dict[str, Message]:
     }
 
 
-def _counterfactual_rows(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+CounterfactualProgress = Callable[[int, int, str | None], object]
+"""Told ``(done, total, session_id)`` before each emergency of a chunk of sessions is replayed,
+and ``(total, total, None)`` when the chunk is done (a refresh takes sessions in chunks)."""
+
+
+def _counterfactual_rows(
+    inputs: JobInputs, progress: CounterfactualProgress | None = None
+) -> dict[str, pl.DataFrame]:
     emergencies = job_table(inputs.store, "job_emergencies")
     if emergencies.height:
         emergencies = emergencies.filter(pl.col("session_id").is_in(inputs.sessions))
@@ -116,8 +130,10 @@ def _counterfactual_rows(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     systems = _system_prompts(inputs) if emergencies.height else {}
     estimators = dict(inputs["compactions"].select("id", "estimator").iter_rows())
     rows: list[dict[str, str]] = []
-    for e in emergencies.iter_rows(named=True):
+    for done, e in enumerate(emergencies.iter_rows(named=True)):
         sid = e["session_id"]
+        if progress is not None:
+            progress(done, emergencies.height, sid)
         estimator = FixedEstimator.from_name(estimators.get(e["compaction_id"]))
         report = _one_counterfactual(inputs, sessions[sid], e, systems.get(sid), estimator)
         rows.append(
@@ -127,6 +143,8 @@ def _counterfactual_rows(inputs: JobInputs) -> dict[str, pl.DataFrame]:
                 "report": json.dumps(report, default=str),
             }
         )
+    if progress is not None:
+        progress(emergencies.height, emergencies.height, None)
     schema = {"session_id": pl.String, "compaction_id": pl.String, "report": pl.String}
     return {"job_counterfactuals": pl.DataFrame(rows, schema=schema)}
 
@@ -158,5 +176,12 @@ def _one_counterfactual(
     return report.as_dict()
 
 
-COUNTERFACTUAL_JOB = Job("counterfactuals", 5, _counterfactual_rows, ("job_counterfactuals",))
+def counterfactual_job(progress: CounterfactualProgress | None = None) -> Job:
+    """``COUNTERFACTUAL_JOB`` telling ``progress`` how far its replays are (same name and
+    version: the results it stores are the same)."""
+    compute = partial(_counterfactual_rows, progress=progress)
+    return Job("counterfactuals", 5, compute, ("job_counterfactuals",))
+
+
+COUNTERFACTUAL_JOB = counterfactual_job()
 """Replays each emergency's lead-up under single config changes (run by ``postmortem``)."""
