@@ -1,12 +1,15 @@
-"""One post-mortem as the emergencies page shows it: cause first, then the fix, then the proof.
+"""Post-mortems as the emergencies page shows them: cause first, then the fix, then the proof.
 
-``show_cause`` is the heading (the cause in words) and the one sentence of ``explanation``;
-``show_fix`` the fix in words (``fix_words``, as the CLI and the report say it) and, for a fixed
-prompt, the window needed; ``show_counterfactuals`` the changes tried with their ``detail`` and
-each result in words ("not reproduced" said as such, never a column of "avoided");
-``show_config`` the smallest change's whole config as the TOML file ``replay --config`` loads,
-to download, and whether a replay of the whole session verified it. It takes a post-mortem as
-``postmortem_json`` returns it and reads nothing from the store.
+``show_group`` is a group of a session's emergencies (one cause): its heading (the cause, how
+many, at which turns), its representative's sentence, the fix in words and the share settled.
+For one emergency, ``show_cause`` is the heading (the cause in words) and the one sentence of
+``explanation``; ``show_fix`` the fix in words (``fix_words``, as the CLI and the report say it)
+and, for a fixed prompt, the window needed; ``show_counterfactuals`` the changes tried with
+their ``detail`` and each result in words ("not reproduced" said as such, never a column of
+"avoided"); ``show_config`` the smallest change's whole config as the TOML file
+``replay --config`` loads, to download, and whether a replay of the whole session verified it.
+It takes post-mortems and groups as ``postmortem_json`` returns them and reads nothing from the
+store.
 """
 
 from __future__ import annotations
@@ -46,6 +49,41 @@ def show_cause(item: Mapping[str, Any]) -> None:
     """The heading (the cause, then the turn) and the sentence a person reads first."""
     st.subheader(f"{cause_title(item)} — emergency at turn {item['turn']}")
     st.markdown(md_escape(str(item.get("explanation") or "No explanation was recorded.")))
+
+
+def group_title(group: Mapping[str, Any]) -> str:
+    """A group of a session's emergencies (``postmortem_json``'s ``groups``) as its heading:
+    the cause in words, how many, at which turns."""
+    n = int(group["count"])
+    return f"{cause_title(group)} — {n:,} emergenc{'y' if n == 1 else 'ies'}, {group['turns_text']}"
+
+
+def show_group(group: Mapping[str, Any]) -> None:
+    """A group's heading, its representative's sentence, the fix in words (the window needed
+    when no config avoids it) and how many of its emergencies are settled."""
+    st.subheader(group_title(group))
+    turn = group["representative"]["turn"]
+    said = md_escape(str(group.get("explanation") or "No explanation was recorded."))
+    st.markdown(f"**Turn {turn}**, the one shown below: {said}")
+    fix = group["fix"]
+    st.markdown(f"**Fix:** {md_escape(str(fix['words']))}")
+    needed = group.get("window_needed")
+    cols = st.columns(4)
+    cols[0].metric(
+        "settled",
+        f"{group['settled']:,} of {group['count']:,}",
+        help="Emergencies with a fix verified on the whole session, or whose cause no config "
+        "can avoid at this window (with the window that would).",
+    )
+    dropped = group.get("dropped") or {}
+    cols[1].metric("messages dropped", f"{dropped.get('messages') or 0:,}")
+    cols[2].metric("tokens dropped", f"{dropped.get('tokens') or 0:,}")
+    if needed and not fix.get("verified"):
+        cols[3].metric(
+            "window needed",
+            f"{needed:,} tokens",
+            help="The smallest window at which every emergency of this group stays under Warn.",
+        )
 
 
 def show_fix(item: Mapping[str, Any]) -> None:

@@ -17,7 +17,8 @@ Definitions (each one a choice a reader may want to check):
   else its first emergency: the fix shown is one a person can apply and check, and the lead-up
   shown is the one that fix was verified against;
 - the group's fix is the representative's: a fix verified for one emergency is not claimed to
-  avoid the others (``verified_fixes`` counts those verified for their own turn);
+  avoid the others (``verified_fixes`` counts those verified for their own turn); where no
+  config avoids it, the window named is the largest any emergency of the group needs;
 - groups of a session follow each other largest first (ties: the earlier first turn); sessions
   keep the order of the post-mortems they come from (by session id).
 
@@ -75,7 +76,9 @@ def _turn_order(pm: Postmortem) -> tuple[bool, int]:
     return (turn is None, turn if isinstance(turn, int) else 0)
 
 
-def _fix(rep: Postmortem) -> dict[str, Any]:
+def _fix(rep: Postmortem, window_needed: int | None) -> dict[str, Any]:
+    """The representative's fix; where none avoids it, the window that avoids every
+    emergency of the group (the largest any of them needs)."""
     return {
         "compaction_id": rep.get("compaction_id"),
         "turn": rep.get("turn"),
@@ -83,7 +86,7 @@ def _fix(rep: Postmortem) -> dict[str, Any]:
         "detail": rep.get("smallest_change_detail"),
         "config": rep.get("smallest_change_config"),
         "verified": bool(rep.get("smallest_change_verified")),
-        "words": fix_words(rep),
+        "words": fix_words({**rep, "window_needed": window_needed or rep.get("window_needed")}),
     }
 
 
@@ -91,7 +94,10 @@ def _group(session_id: str, cause: str | None, items: Sequence[Postmortem]) -> d
     rep = _representative(items)
     turns = sorted((pm.get("turn") for pm in items), key=lambda t: (t is None, t or 0))
     settled = sum(is_settled(pm) for pm in items)
-    needed = [int(pm["window_needed"]) for pm in items if pm.get("window_needed") is not None]
+    needed = max(
+        (int(pm["window_needed"]) for pm in items if pm.get("window_needed") is not None),
+        default=None,
+    )
     dropped = [pm.get("dropped") or {} for pm in items]
     return {
         "session_id": session_id,
@@ -105,9 +111,9 @@ def _group(session_id: str, cause: str | None, items: Sequence[Postmortem]) -> d
         "explanation": rep.get("explanation"),
         "lead_up": list(rep.get("lead_up") or []),
         "top_contributors": list(rep.get("top_contributors") or []),
-        "fix": _fix(rep),
+        "fix": _fix(rep, needed),
         "verified_fixes": sum(bool(pm.get("smallest_change_verified")) for pm in items),
-        "window_needed": max(needed) if needed else None,
+        "window_needed": needed,
         "dropped": {
             "messages": sum(int(d.get("messages") or 0) for d in dropped),
             "tokens": sum(int(d.get("tokens") or 0) for d in dropped),

@@ -1,11 +1,14 @@
-"""Emergencies (``/emergencies[?session=ID]``): the post-mortem of each Emergency compaction.
+"""Emergencies (``/emergencies[?session=ID]``): the post-mortems of Emergency compactions.
 
 Without a session: every emergency of the fleet, newest first, each named by its cause and
-linking to its session. With one: for each of its emergencies, ``postmortem_json``'s cause and
-sentence first, then the fix in words (``app.postmortem``), the lead-up (the ratio the tier was
-decided on, per turn, against the session's thresholds), the messages that pushed it over, what
-it dropped, and the counterfactuals (config changes replayed over the lead-up, with the smallest
-one's config to download) once they are computed.
+linking to its session. With one: its emergencies grouped by cause (``postmortem_json``'s
+``groups``), so that a session with a hundred emergencies of one cause is one block, not a
+hundred. Each group: the cause, how many and at which turns, its representative's sentence and
+the fix in words (``app.postmortem``), what the group dropped and how much of it is settled;
+then the representative's lead-up (the ratio the tier was decided on, per turn, against the
+session's thresholds: the group's one chart), the messages that pushed it over, its
+counterfactuals (config changes replayed over the lead-up, with the smallest one's config to
+download) once they are computed, and a table of every emergency of the group.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, contributors_figure, lead_up_figure
+from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, fix_words, lead_up_figure
 from app.context import frame, known_session, owner, read, session_ids
-from app.postmortem import CAUSE_TITLES, show_cause, show_counterfactuals, show_fix
+from app.postmortem import CAUSE_TITLES, show_counterfactuals, show_group
 from app.widgets import EMPTY_STORE, link, paginate, param
 
 NONE_YET = (
@@ -41,41 +44,74 @@ def _fleet() -> None:
         link("emergencies", label, session=str(row["session_id"]))
 
 
-def _counterfactuals(item: dict[str, Any]) -> None:
-    st.markdown("**Counterfactuals** (config changes replayed over the lead-up)")
-    if item.get("counterfactual_status") == "not computed":
-        st.info("Not computed yet: they replay the lead-up once per config change.")
-        if st.button("compute counterfactuals", key=f"cf_{item['compaction_id']}"):
-            with st.spinner("replaying the lead-ups…"):
-                owner().run_jobs((COUNTERFACTUAL_JOB,))
-            st.rerun()
+def _counterfactual_button(items: list[dict[str, Any]]) -> None:
+    """One button for the page when some emergency's counterfactuals are not computed yet."""
+    missing = sum(p.get("counterfactual_status") == "not computed" for p in items)
+    if not missing:
         return
-    show_counterfactuals(item)
+    st.info(
+        f"Not computed yet: the counterfactuals of {missing:,} of these emergencies (they "
+        "replay each lead-up once per config change)."
+    )
+    if st.button("compute counterfactuals", key="cf_session"):
+        with st.spinner("replaying the lead-ups…"):
+            owner().run_jobs((COUNTERFACTUAL_JOB,))
+        st.rerun()
 
 
-def _postmortem(item: dict[str, Any], thresholds: dict[str, float], sid: str) -> None:
-    show_cause(item)
-    show_fix(item)
-    st.caption(f"compaction {item['compaction_id']}")
-    link("diff", "open its diff", session=sid, compaction=str(item["compaction_id"]))
-    lead = pl.DataFrame(item["lead_up"], schema={"turn": pl.Int64, "ratio": pl.Float64})
+def _members(group: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> pl.DataFrame:
+    """Every emergency of a group, one row each: turn, fix in words, what it dropped."""
+    rows = [
+        {
+            "turn": p.get("turn"),
+            "fix": fix_words(p),
+            "messages dropped": (p.get("dropped") or {}).get("messages"),
+            "tokens dropped": (p.get("dropped") or {}).get("tokens"),
+            "compaction": str(cid),
+        }
+        for cid in group["compaction_ids"]
+        if (p := by_id.get(str(cid))) is not None
+    ]
+    schema = {
+        "turn": pl.Int64,
+        "fix": pl.String,
+        "messages dropped": pl.Int64,
+        "tokens dropped": pl.Int64,
+        "compaction": pl.String,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _group(
+    group: dict[str, Any],
+    by_id: dict[str, dict[str, Any]],
+    thresholds: dict[str, float],
+    sid: str,
+) -> None:
+    """One group: its words (``show_group``), then its representative's lead-up (the group's
+    one chart), the messages that pushed it over, its counterfactuals, and the list of all."""
+    show_group(group)
+    rep = by_id[str(group["representative"]["compaction_id"])]
+    cid = str(rep["compaction_id"])
+    lead = pl.DataFrame(rep["lead_up"], schema={"turn": pl.Int64, "ratio": pl.Float64})
+    st.plotly_chart(lead_up_figure(lead, thresholds), key=f"lead_{cid}")
     top_schema = {
         "history_index": pl.Int64,
         "role": pl.String,
         "tool_name": pl.String,
         "tokens": pl.Int64,
     }
-    top = pl.DataFrame(item["top_contributors"], schema=top_schema)
-    left, right = st.columns(2)
-    left.plotly_chart(lead_up_figure(lead, thresholds), key=f"lead_{item['compaction_id']}")
-    right.plotly_chart(contributors_figure(top), key=f"top_{item['compaction_id']}")
-    dropped = item.get("dropped") or {}
-    cols = st.columns(2)
-    cols[0].metric("messages dropped", f"{dropped.get('messages') or 0:,}")
-    cols[1].metric("tokens dropped", f"{dropped.get('tokens') or 0:,}")
+    top = pl.DataFrame(rep["top_contributors"], schema=top_schema)
     if top.height:
+        st.markdown(f"**Largest messages before turn {rep['turn']}** (tokens)")
         st.table(top)
-    _counterfactuals(item)
+    link("diff", f"open the diff of turn {rep['turn']}", session=sid, compaction=cid)
+    if rep.get("counterfactual_status") != "not computed":
+        st.markdown(f"**Counterfactuals of turn {rep['turn']}** (config changes replayed)")
+        show_counterfactuals(rep)
+    if group["count"] > 1:
+        with st.expander(f"all {group['count']:,} emergencies of this group"):
+            st.dataframe(_members(group, by_id), hide_index=True)
 
 
 def render() -> None:
@@ -97,11 +133,19 @@ def render() -> None:
         st.success("This session had no Emergency compaction.")
         link("emergencies", "all emergencies")
         return
+    groups = found["groups"]
+    st.caption(
+        f"{len(items):,} emergencies in {len(groups):,} group{'s' * (len(groups) != 1)} by "
+        "cause. Each group shows one of its emergencies (the first with a verified fix, else "
+        "the first): its sentence, lead-up and fix; the list under it holds every one."
+    )
     session = frame("sessions", sid).row(0, named=True)
     thresholds = {n: float(session[n]) for n in THRESHOLDS if session[n] is not None}
-    for item in items:
+    _counterfactual_button(items)
+    by_id = {str(p["compaction_id"]): p for p in items}
+    for group in groups:
         with st.container(border=True):
-            _postmortem(item, thresholds, sid)
+            _group(group, by_id, thresholds, sid)
     link("timeline", "this session's timeline", session=sid)
 
 

@@ -330,7 +330,7 @@ def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: Finding
             "fe5e1c67-53e7-4862-81ae-d0e013e3270b@",
             ("The fixed prompt alone fills the window", "window needed"),
         ),
-        ("emergencies-marshmallow", "/emergencies", "marshmallow", ("emergency at turn",)),
+        ("emergencies-marshmallow", "/emergencies", "marshmallow", ("the one shown below",)),
         (
             "retention-why",
             "/retention",

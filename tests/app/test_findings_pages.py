@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from analytics.cli.commands import load_config
 from analytics.cli.main import app as cli
+from analytics.jobs.postmortem_groups import turns_text
 from compactor import CompactorConfig
 from tests.app.findings import CLAUDE, WINDOW, FindingsHome, build_findings_home
 from tests.app.fixtures import TRANSCRIPTS
@@ -118,32 +119,53 @@ def _postmortems(found: FindingsHome, sid: str) -> list[dict[str, Any]]:
     return [p for p in found.postmortems if p["session_id"] == sid]
 
 
-def test_each_post_mortem_opens_with_its_cause_then_the_fix(found: FindingsHome) -> None:
+def _by_cause(found: FindingsHome, sid: str) -> dict[str, list[dict[str, Any]]]:
+    """The session's post-mortems by cause, each list by turn: the groups the page shows."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(_postmortems(found, sid), key=lambda p: p["turn"]):
+        groups.setdefault(str(p["cause"]), []).append(p)
+    return groups
+
+
+def _representative(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one a group shows: its first with a verified fix, else its first."""
+    return next((p for p in members if p["smallest_change_verified"]), members[0])
+
+
+def test_each_group_of_emergencies_opens_with_its_cause_count_and_turns_then_the_fix(
+    found: FindingsHome,
+) -> None:
     sid = found.session(SIDECHAIN)
-    expected = _postmortems(found, sid)
+    groups = _by_cause(found, sid)
+    assert len(groups) > 1, "one cause only: the test would prove little"
 
     at = open_page("emergencies", session=sid)
 
     headings = [h.value for h in at.subheader]
-    assert len(headings) == len(expected)
-    for heading, pm in zip(headings, expected, strict=True):
-        assert heading.endswith(f"emergency at turn {pm['turn']}")
-    causes = {"burst": "One large message", "growth": "Steady growth"}
-    assert all(causes[p["cause"]] in h for h, p in zip(headings, expected, strict=True))
+    assert len(headings) == len(groups)
+    titles = {"burst": "One large message", "growth": "Steady growth"}
+    for cause, members in groups.items():
+        n = len(members)
+        heading = next(h for h in headings if h.startswith(titles[cause]))
+        turns = turns_text(p["turn"] for p in members)
+        assert heading.endswith(f" — {n} emergenc{'y' if n == 1 else 'ies'}, {turns}")
     fixes = [m.value for m in at.markdown if m.value.startswith("**Fix:**")]
-    assert len(fixes) == len(expected)
+    assert len(fixes) == len(groups)
     details = {
         d for t in at.table if "what it changes" in t.value for d in t.value["what it changes"]
     }
-    truth = {c["detail"] for p in expected for c in p["counterfactuals"]}
-    assert truth and details == truth  # every change named with what it changes
+    reps = [_representative(members) for members in groups.values()]
+    truth = {c["detail"] for p in reps for c in p["counterfactuals"]}
+    assert truth and details == truth  # every change tried for the one shown, with its words
+    assert len(at.get("plotly_chart")) == len(groups)  # one lead-up per group
 
 
 def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_it(
     found: FindingsHome, tmp_path: Path
 ) -> None:
     sid = found.session(SIDECHAIN)
-    verified = [p for p in _postmortems(found, sid) if p["smallest_change_verified"]]
+    reps = [_representative(members) for members in _by_cause(found, sid).values()]
+    verified = [p for p in reps if p["smallest_change_verified"]]
     assert verified, "no verified fix in this session: the test would prove nothing"
 
     at = open_page("emergencies", session=sid)
@@ -153,11 +175,14 @@ def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_
     assert sum("Verified: replaying the whole session" in s.value for s in at.success) == len(
         verified
     )
-    pm, text = verified[0], tomls[0]
+    text = tomls[0]
     assert None not in tomllib.loads(text).values()
     file = tmp_path / "fix.toml"
     file.write_text(text, encoding="utf-8")
-    assert load_config(file) == CompactorConfig.model_validate(pm["smallest_change_config"])
+    loaded = load_config(file)
+    pm = next(
+        p for p in verified if loaded == CompactorConfig.model_validate(p["smallest_change_config"])
+    )
     home = tmp_path / "home"
     replay = ["replay", str(TRANSCRIPTS / CLAUDE), "--window", str(WINDOW), "--config", str(file)]
     done = CliRunner().invoke(cli, [*replay, "--home", str(home)])
@@ -177,9 +202,21 @@ def test_a_baseline_that_did_not_reproduce_is_said_in_words_and_avoids_nothing(
     if not missed:
         pytest.skip("every baseline reproduces its emergency now; see test_postmortem_words")
     pm = missed[0]
+    members = _by_cause(found, pm["session_id"])[str(pm["cause"])]
 
     at = open_page("emergencies", session=pm["session_id"])
 
+    if len(members) > 1:  # the group's list says it for each of its emergencies
+        listed = [
+            fix
+            for frame in at.dataframe
+            if "fix" in frame.value.columns
+            for turn, fix in zip(frame.value["turn"], frame.value["fix"], strict=True)
+            if turn == pm["turn"]
+        ]
+        assert len(listed) == 1 and listed[0].startswith("not reproduced")
+    if _representative(members)["compaction_id"] != pm["compaction_id"]:
+        return  # its group shows another one
     said = " ".join(w.value for w in at.warning)
     assert "Not reproduced: replaying the session as it was did not reach Emergency" in said
     assert f"at turn {pm['turn']}, so no change can be said to avoid it" in said

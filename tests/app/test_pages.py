@@ -19,6 +19,8 @@ from streamlit.testing.v1 import AppTest
 from analytics import drop_reason_words
 from analytics.store import EventStore
 from app import tuning_job
+from app.owner import shared_owner
+from app.postmortem import CAUSE_TITLES
 from tests.app.fixtures import DROPPED_DECISION, SCRIPT, TRANSCRIPTS, FixtureHome
 from tests.app.pages import MAIN, link_params, open_page, session_with, shown
 
@@ -183,11 +185,20 @@ def test_emergencies_list_and_post_mortem(fixture_home: FixtureHome) -> None:
     params = link_params(at, sid)
 
     at = open_page("emergencies", **params)
+    causes = shared_owner(fixture_home.home).read(  # the app's own handle: it owns the store
+        lambda store: store.query(
+            "SELECT cause, count(*) FROM job_emergencies WHERE session_id = ? GROUP BY 1",
+            [sid],
+        )
+    )
     text = shown(at)
-    assert "emergency at turn" in text
-    specs = " ".join(str(c.proto.spec) for c in at.get("plotly_chart"))
-    assert "Lead-up to the emergency" in specs and "Top contributors" in specs
-    assert {m.label for m in at.metric} >= {"messages dropped", "tokens dropped"}
+    for cause, n in causes.iter_rows():  # one group per cause, with its count
+        assert f"{CAUSE_TITLES[cause]} — {n} emergenc{'y' if n == 1 else 'ies'}, turn" in text
+    charts = at.get("plotly_chart")
+    assert len(charts) == causes.height  # one lead-up per group, not one per emergency
+    assert all("Lead-up to the emergency" in str(c.proto.spec) for c in charts)
+    assert "Largest messages before turn" in text
+    assert {m.label for m in at.metric} >= {"settled", "messages dropped", "tokens dropped"}
 
 
 def test_counterfactuals_are_computed_on_request(fixture_home: FixtureHome) -> None:
