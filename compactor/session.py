@@ -358,7 +358,8 @@ class CompactionSession:
                 cache_read_tokens=cache_read_tokens,
                 cache_creation_tokens=cache_creation_tokens,
                 model=model,
-                turn=len(self.history),
+                turn=self._turn or None,  # None: no view prepared yet
+                history_messages=len(self.history),
             )
         )
 

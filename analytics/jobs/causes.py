@@ -112,6 +112,7 @@ _USAGE_SCHEMA = {
     "session_id": pl.String(),
     "seq": pl.Int64(),
     "turn": pl.Int64(),
+    "history_messages": pl.Int64(),
     "input_tokens": pl.Int64(),
     "estimated_input_tokens": pl.Int64(),
     "raw_estimated_tokens": pl.Int64(),
@@ -245,8 +246,9 @@ def _tasks(messages: pl.DataFrame) -> pl.DataFrame:
 def _fixed(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
     """compaction_id, fixed_tokens, smallest_prompt_tokens: what every prompt carries. Every
     prompt holds the fixed part, so the smallest prompt the provider reported up to the
-    emergency's turn (a usage event's ``turn`` is the history length it was sent with) bounds
-    it from above: a prompt that shrank later (a harness that drops its repo map) counts."""
+    emergency's turn (a usage event's ``history_messages`` is the history length it was sent
+    with) bounds it from above: a prompt that shrank later (a harness that drops its repo map)
+    counts."""
     out = base
     if usage is not None and not usage.is_empty():
         smallest = (
@@ -255,7 +257,7 @@ def _fixed(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
                 conform(usage, _USAGE_SCHEMA).filter(pl.col("input_tokens").is_not_null()),
                 on="session_id",
             )
-            .filter(pl.col("turn") <= pl.col("em_history"))
+            .filter(pl.col("history_messages") <= pl.col("em_history"))
             .group_by("compaction_id")
             .agg(pl.col("input_tokens").min().alias("smallest_prompt_tokens"))
         )

@@ -194,8 +194,9 @@ def offloads_frame(store: EventStore, sessions: Sequence[str] | None = None) -> 
 def usage_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
     where, params = _scope(sessions)
     return store.query(
-        f"""SELECT session_id, seq, turn, estimated_input_tokens, raw_estimated_tokens, prompt,
-              input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, model
+        f"""SELECT session_id, seq, turn, history_messages, estimated_input_tokens,
+              raw_estimated_tokens, prompt, input_tokens, output_tokens, cache_read_tokens,
+              cache_creation_tokens, model
             FROM usage {where} ORDER BY session_id, seq""",
         params,
     )

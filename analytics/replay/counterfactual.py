@@ -307,7 +307,8 @@ def _after(turn: int, outcome: PrefixOutcome) -> frozenset[int]:
 def usage_from_frames(usage: pl.DataFrame, session_id: str, *, has_system: bool) -> list[TurnUsage]:
     """The provider usage a replay fed this session (``prompt = 'history'``: it describes the
     uncompacted prompt, so it can be fed again), keyed by the index of its assistant message in
-    ``[system, *history]`` (a usage event's ``turn`` is that message's history index). A live
+    ``[system, *history]`` (a usage event's ``history_messages`` is that message's history
+    index). A live
     session's usage (of the view it sent) is not returned: it cannot describe another view."""
     rows = usage.filter(
         (pl.col("session_id") == session_id)
@@ -317,7 +318,7 @@ def usage_from_frames(usage: pl.DataFrame, session_id: str, *, has_system: bool)
     shift = 1 if has_system else 0
     return [
         TurnUsage(
-            message_index=int(row["turn"]) + shift,
+            message_index=int(row["history_messages"]) + shift,
             input_tokens=row["input_tokens"],
             output_tokens=row["output_tokens"],
             cache_read_tokens=row["cache_read_tokens"],

@@ -18,10 +18,12 @@ from analytics.store.files import REBUILD
 from analytics.store.lake_sql import LAKE_BASE_DDL, LAKE_FIRST_ROWS, LAKE_PROJECTION_DDL
 from analytics.store.sql import BASE_DDL, PROJECTION_DDL
 
-STORE_SCHEMA_VERSION = 5
+STORE_SCHEMA_VERSION = 6
 """3: spool offsets carry a fingerprint, quarantined lines a key, deletions their own table.
 4: compactions carry their origin and harness. 5: a quarantined line's key includes the host
-that read it (several hosts write one lake; their spool files may share names)."""
+that read it (several hosts write one lake; their spool files may share names). 6: usage rows
+carry the turn they report on (``turns.turn``; before, the history length, now
+``history_messages``)."""
 DB_NAME = "compactlens.duckdb"
 
 

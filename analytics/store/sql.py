@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS usage (
     session_id VARCHAR, seq BIGINT, turn BIGINT, estimated_input_tokens BIGINT,
     input_tokens BIGINT, output_tokens BIGINT, cache_read_tokens BIGINT,
     cache_creation_tokens BIGINT, model VARCHAR, occurred_at TIMESTAMPTZ,
-    event_id VARCHAR, raw_estimated_tokens BIGINT, prompt VARCHAR);
+    event_id VARCHAR, raw_estimated_tokens BIGINT, prompt VARCHAR, history_messages BIGINT);
 CREATE TABLE IF NOT EXISTS turns (
     session_id VARCHAR, seq BIGINT, turn BIGINT, tokens BIGINT, tokens_before BIGINT,
     tier INTEGER, messages BIGINT, history_messages BIGINT, history_tokens BIGINT,
@@ -152,6 +152,7 @@ _USAGE = json.dumps(
         "model": "VARCHAR",
         "raw_estimated_tokens": "BIGINT",
         "prompt": "VARCHAR",
+        "history_messages": "BIGINT",
     }
 )
 
@@ -355,17 +356,21 @@ PROJECT_SQL: tuple[str, ...] = (
         "{key}", private_sha("(payload->>'sha256')")
     ),
     "DROP TABLE batch_private",
-    f"""INSERT INTO usage SELECT session_id, seq, (u).turn,
-        (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
-        (u).cache_creation_tokens, (u).model, occurred_at, event_id,
-        (u).raw_estimated_tokens, (u).prompt
-      FROM (SELECT *, json_transform(payload, '{_USAGE}') AS u
-            FROM batch WHERE type = 'usage_reported')""",
     f"""INSERT INTO turns SELECT session_id, seq, (v).turn, (v).tokens, (v).tokens_before,
         (v).tier, (v).messages, (v).history_messages, (v).history_tokens, (v).context_window,
         (v).reserve_tokens, occurred_at, event_id
       FROM (SELECT *, json_transform(payload, '{_TURN}') AS v
             FROM batch WHERE type = 'view_prepared')""",
+    # after the turns: a report from before usage events named their turn (schema 2, upcast
+    # with no turn) reports on the session's last view prepared before it
+    f"""INSERT INTO usage SELECT b.session_id, b.seq,
+        COALESCE((u).turn, (SELECT max(t.turn) FROM turns t
+                            WHERE t.session_id = b.session_id AND t.seq < b.seq)),
+        (u).estimated_input_tokens, (u).input_tokens, (u).output_tokens, (u).cache_read_tokens,
+        (u).cache_creation_tokens, (u).model, b.occurred_at, b.event_id,
+        (u).raw_estimated_tokens, (u).prompt, (u).history_messages
+      FROM (SELECT *, json_transform(payload, '{_USAGE}') AS u
+            FROM batch WHERE type = 'usage_reported') b""",
 )
 
 _GROUPS = ((_DELETIONS, "session_deleted"), (_STARTS, "session_started"))

@@ -147,7 +147,11 @@ class UsageReported(BaseModel):
     tokens included) before this report; ``raw_estimated_tokens`` the uncalibrated byte
     estimate that calibration fits. ``prompt`` says which prompt both describe: the ``view``
     sent (live agents), or the uncompacted ``history`` (replays of a transcript's usage).
-    Version 2 added ``raw_estimated_tokens`` and ``prompt``.
+    ``turn`` is the ``turn`` of the ``view_prepared`` event it reports on (the last
+    ``prepare``), ``history_messages`` the history's length when the report came in.
+    Version 2 added ``raw_estimated_tokens`` and ``prompt``; version 3 ``history_messages``
+    (before it, ``turn`` held the history length: upcast to ``history_messages``, with
+    ``turn`` left for the store to take from the session's last ``view_prepared``).
     """
 
     model_config = _FROZEN
@@ -161,6 +165,7 @@ class UsageReported(BaseModel):
     cache_creation_tokens: Int64 = 0
     model: str = ""
     turn: Int64 | None = None
+    history_messages: Int64 | None = None
 
 
 class SessionDeleted(BaseModel):
@@ -202,7 +207,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "message_appended": 1,
     "compaction_recorded": 2,
     "tool_result_offloaded": 1,
-    "usage_reported": 2,
+    "usage_reported": 3,
     "session_deleted": 1,
     "view_prepared": 1,
 }
@@ -371,8 +376,16 @@ def _usage_reported_v1(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "raw_estimated_tokens": payload.get("estimated_input_tokens")}
 
 
+def _usage_reported_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """v2 → v3: v2's ``turn`` was the history length, not the turn reported on; which turn
+    that was is known only beside the session's ``view_prepared`` events (the store takes it
+    from the last one before the report)."""
+    return {**payload, "history_messages": payload.get("turn"), "turn": None}
+
+
 REDACTED = "[redacted]"
 """What metadata capture writes in place of anchor text."""
 
 UPCASTERS[("compaction_recorded", 1)] = _compaction_recorded_v1
 UPCASTERS[("usage_reported", 1)] = _usage_reported_v1
+UPCASTERS[("usage_reported", 2)] = _usage_reported_v2

@@ -39,6 +39,7 @@ from compactor.events import (
     Event,
     MessageAppended,
     UsageReported,
+    ViewPrepared,
     sha256_of,
 )
 
@@ -405,7 +406,10 @@ def test_observe_usage_emits_usage_reported_and_calibrates_the_estimator(
     assert usage.estimated_input_tokens == estimated
     assert usage.input_tokens == 2 * estimated
     assert (usage.output_tokens, usage.cache_read_tokens) == (40, 7)
-    assert usage.turn == len(session.history)
+    # the turn reported on is the view_prepared turn of the prepare() before it
+    prepared = [e.payload for e in memory(session).events if isinstance(e.payload, ViewPrepared)]
+    assert usage.turn == prepared[-1].turn != len(session.history)
+    assert usage.history_messages == len(session.history)
     assert estimator.observations == 1
     assert estimator.factor == pytest.approx(2 * estimated / estimated)
     assert session.tokens() == int(estimated * estimator.factor)

@@ -97,3 +97,53 @@ def test_pricing_the_same_replays_twice_gives_identical_costs(
     assert stored.height > 1000 and stored["cost"].sum() > 0
     assert first.equals(second)
     assert first.select(stored.columns).equals(stored)
+
+
+def _store_usage(home: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    with EventStore.for_home(home) as store:
+        refresh(store)
+        return (
+            store.query(
+                """SELECT u.session_id, u.turn, u.history_messages, u.cache_read_tokens,
+                          s.agent
+                   FROM usage u JOIN sessions s USING (session_id)"""
+            ),
+            frames.turns_frame(store),
+            frames.turn_costs_frame(store),
+        )
+
+
+def test_every_usage_row_names_the_turn_it_reports_on(dev_replays: DevReplays) -> None:
+    """``usage.turn`` is a ``turns.turn`` of its session, the one whose prepared view the
+    report describes: the history then had as many messages as the report says."""
+    usage, turns, _costs = _store_usage(dev_replays.home(WINDOW))
+    joined = usage.join(
+        turns.select("session_id", "turn", pl.col("history_messages").alias("at_turn")),
+        on=["session_id", "turn"],
+        how="left",
+    )
+    assert usage.height > 1000
+    assert joined.height == usage.height  # one turn row per report, never two
+    assert joined.filter(pl.col("at_turn").is_null()).is_empty()
+    assert (joined["at_turn"] == joined["history_messages"]).all()
+
+
+def test_store_joined_cache_reads_match_the_reported_ones_within_10_percent_per_family(
+    dev_replays: DevReplays,
+) -> None:
+    """As anyone querying the store would: the costs job's predicted reads joined to the
+    ``usage`` table on (session_id, turn), summed per family, against the reported reads."""
+    usage, _turns, costs = _store_usage(dev_replays.home(WINDOW))
+    joined = costs.select("session_id", "turn", "cache_read_tokens").join(
+        usage.filter(pl.col("cache_read_tokens").is_not_null()).select(
+            "session_id", "turn", "agent", pl.col("cache_read_tokens").alias("reported")
+        ),
+        on=["session_id", "turn"],
+    )
+    per = joined.group_by("agent").agg(
+        pl.len().alias("turns"), pl.col("cache_read_tokens").sum(), pl.col("reported").sum()
+    )
+    assert set(per["agent"]) >= set(CACHING_FAMILIES)
+    for row in per.filter(pl.col("agent").is_in(list(CACHING_FAMILIES))).iter_rows(named=True):
+        assert row["turns"] >= 50 and row["reported"] > 1_000_000, row
+        assert abs(row["cache_read_tokens"] / row["reported"] - 1) <= 0.10, row

@@ -31,7 +31,7 @@ class Case:
     error_codes: list[str] = field(default_factory=list)
     system_bytes: int | None = None
     usage: list[tuple[int, int, int, int, int]] = field(default_factory=list)
-    """(seq, input_tokens, estimated_input_tokens, raw_estimated_tokens, turn): ``turn`` is
+    """(seq, input_tokens, estimated_input_tokens, raw_estimated_tokens, history_messages):
     the history length the prompt was sent with, as in the store"""
     earlier: list[tuple[int, int, int, int]] = field(default_factory=list)
     """(seq, tier, tokens_before, tokens_after) of effective compactions before it"""
@@ -68,9 +68,10 @@ def _frames(cases: list[Case]) -> dict[str, pl.DataFrame]:
                 {"session_id": c.sid, "idx": idx, "role": role, "bytes": size,
                  "tool_call_id": call, "name": "bash" if call else None, "tool_calls": None}
             )  # fmt: skip
-        for seq, reported, estimated, raw, turn in c.usage:
+        for seq, reported, estimated, raw, history in c.usage:
             usage.append(
-                {"session_id": c.sid, "seq": seq, "input_tokens": reported, "turn": turn,
+                {"session_id": c.sid, "seq": seq, "input_tokens": reported,
+                 "history_messages": history,
                  "estimated_input_tokens": estimated, "raw_estimated_tokens": raw}
             )  # fmt: skip
     sessions = pl.DataFrame(
@@ -89,7 +90,7 @@ def _frames(cases: list[Case]) -> dict[str, pl.DataFrame]:
     usage_schema = {
         "session_id": pl.String,
         "seq": pl.Int64,
-        "turn": pl.Int64,
+        "history_messages": pl.Int64,
         "input_tokens": pl.Int64,
         "estimated_input_tokens": pl.Int64,
         "raw_estimated_tokens": pl.Int64,

@@ -80,7 +80,9 @@ def test_a_store_of_the_schema_before_host_keyed_quarantine_asks_for_a_rebuild(
     db = tmp_path / "compactlens.duckdb"
     with EventStore(db) as store:
         store.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", ["4"])
-    with pytest.raises(StoreVersionError, match="schema 4, this compactlens uses 5") as caught:
+    with pytest.raises(
+        StoreVersionError, match=f"schema 4, this compactlens uses {STORE_SCHEMA_VERSION}"
+    ) as caught:
         EventStore(db)
-    assert STORE_SCHEMA_VERSION == 5
+    assert STORE_SCHEMA_VERSION > 4
     assert "compactlens rebuild" in str(caught.value)
