@@ -1,7 +1,8 @@
 """A tuning run started from the app: ``run_tune`` in a daemon thread, its progress kept.
 
 One job at a time per app process (a second start while one runs is refused). Replays run
-inline in that thread (``workers=0``): no process pool is forked inside the server. The run
+inline in that thread (``workers=0``): no process pool is forked inside the server, so the
+form offers a small ``sample`` of the stored transcripts, not every one. The run
 writes its log and recommended TOML under ``<home>/tuning`` like ``compactlens tune``; this
 module only starts it, remembers what ``run_tune`` reported and keeps it beside the log as
 ``<run_id>-tune.json`` (``tune --json``'s object: the objective, the rule in words, the
@@ -26,6 +27,28 @@ from analytics import TuneProgress, run_tune, save_summary
 
 SMALL_GRID: dict[str, list[Any]] = {"warn": [0.5, 0.6], "full": [0.85]}
 """Two progressive configurations: a run that finishes in seconds on a few transcripts."""
+SAMPLE_FILES = 5
+"""How many transcript files the form offers by default: enough for held-back files and two
+tuning folds, few enough that a run on one thread ends in about a minute."""
+
+
+def sample(paths: Sequence[str], home: Path, n: int = SAMPLE_FILES) -> list[str]:
+    """``n`` of ``paths`` (relative ones under ``home``; those that are no file left out),
+    spread evenly over the smaller half by size: small enough to replay quickly, not only the
+    tiniest. All of them when there are no more than ``n``. In ``paths``' order."""
+    sizes: dict[str, int] = {}
+    for path in paths:
+        try:
+            sizes[path] = (home / Path(path).expanduser()).stat().st_size
+        except (OSError, ValueError):
+            continue
+    if len(sizes) <= n:
+        return [p for p in paths if p in sizes]
+    by_size = sorted(sizes, key=lambda p: (sizes[p], p))
+    pool = by_size[: max(n, (len(by_size) + 1) // 2)]
+    step = (len(pool) - 1) / max(n - 1, 1)
+    chosen = {pool[round(i * step)] for i in range(n)}
+    return [p for p in paths if p in chosen]
 
 
 @dataclass

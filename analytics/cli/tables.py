@@ -20,26 +20,43 @@ from analytics.cli.commands import IngestReport, RunReport
 from analytics.cli.terminal import console, err_console
 from analytics.jobs.explanations import drop_reason_words
 from analytics.store.projector import IngestResult
-from analytics.tuning import baseline_line
+from analytics.tuning import baseline_line, figure_words, knob_lines, range_words
 
 
 def tune_table(found: Mapping[str, Any]) -> None:
     """Every strategy's figures on the held-back sessions, cheapest first by the objective,
-    the recommended row marked; then the rule in words and where the config was written."""
+    trials with identical figures on one row (what they differ in said below the table), the
+    recommended row marked, every figure with its unit; then what each knob did, the rule in
+    words and where the config was written."""
     pareto = set(found["pareto"])
     objective = found.get("objective", "tokens")
     rec = found["recommended"]
-    table = Table(title=f"strategies on the held-back sessions (cheapest by {objective} first)")
-    for column in ("", "strategy", "cost", "tokens billed", "cache read", "saved"):
+    unit = found.get("cost_unit", "USD")
+    together = {n: g for g in found.get("identical") or [] for n in g["names"]}
+    table = Table(
+        title=f"strategies on the held-back sessions (cheapest by {objective} first; "
+        "trials with identical figures on one row)"
+    )
+    for column in ("", "strategy", f"cost ({unit})", "tokens billed", "cache-read tokens"):
         table.add_column(column, overflow="fold")
-    for column in ("over window", "emergencies", "artifact ret.", "anchor ret.", "violations"):
-        table.add_column(column)
-    table.add_column("Pareto")
+    for column in ("saved vs uncompacted", "turns over window", "emergencies"):
+        table.add_column(column, overflow="fold")
+    for column in ("artifacts kept", "anchor items kept", "violations (turns)", "Pareto"):
+        table.add_column(column, overflow="fold")
     order = "cost" if objective == "cost" else "tokens_billed"
+    shown: set[str] = set()
+    merged: list[str] = []
     for row in sorted(found["strategies"], key=lambda r: (r[order], r["name"])):
+        if row["name"] in shown:
+            continue
+        group = together.get(row["name"])
+        names = group["names"] if group else [row["name"]]
+        shown.update(names)
+        if group:
+            merged.append(_identical_words(row["name"], group))
         table.add_row(
-            "▶" if row["name"] == rec["name"] else "",
-            row["name"],
+            "▶" if rec["name"] in names else "",
+            row["name"] + (f" (+{len(names) - 1} identical)" if group else ""),
             f"{row['cost']:,.4f}",
             f"{row['tokens_billed']:,}",
             f"{row['cache_read_tokens']:,}",
@@ -49,31 +66,59 @@ def tune_table(found: Mapping[str, Any]) -> None:
             _share(row["artifact_retention"]),
             _share(row["anchor_retention"]),
             str(row["violations"]),
-            "yes" if row["name"] in pareto else "",
+            "yes" if pareto & set(names) else "",
         )
     console.print(table)
+    for said in merged:
+        console.print(said, soft_wrap=True, highlight=False)
     priced = found.get("price_profile") or "each session's profile from its model name"
-    console.print(f"priced as: {priced}", soft_wrap=True)
+    console.print(f"priced as: {priced} (cost in {unit})", soft_wrap=True)
+    for said in knob_lines(found):
+        console.print(said, soft_wrap=True, highlight=False)
     if rec["name"]:
         console.print(f"rule: {rec['rule']}", soft_wrap=True)
         console.print(f"recommended (▶): {rec['name']}, written to {rec['path']}", soft_wrap=True)
-        if line := baseline_line(rec):
+        if rec.get("estimator"):
+            measured = str(rec["estimator"]).replace("<path>", str(rec["path"]))
+            console.print(f"measured {measured}", soft_wrap=True)
+        if line := baseline_line(rec, unit):
             console.print(line, soft_wrap=True)
-        _fold_lines(rec.get("folds"))
+        _fold_lines(rec.get("folds"), unit)
     else:
         console.print("no configuration met the constraints (0 turns over the window)")
 
 
-def _fold_lines(folds: Mapping[str, Any] | None) -> None:
-    """The recommendation's spread across the tuning folds, one line."""
+def _identical_words(name: str, group: Mapping[str, Any]) -> str:
+    """A line for a row that stands for several trials: which, and what they differ in (a
+    group of progressive configs is counted, not listed: a grid makes hundreds)."""
+    others = [n for n in group["names"] if n != name]
+    varied = "; ".join(f"{k} {range_words(v)}" for k, v in group["varied"].items())
+    if not varied:
+        return f"identical figures: {name} and {', '.join(others)}"
+    configs = [n for n in others if n.startswith("progressive")]
+    rest = [n for n in others if n not in configs]
+    listed = "".join(f", {n}" for n in rest)
+    return (
+        f"identical figures: {name}, {len(configs)} other progressive config(s){listed}; "
+        f"{varied}: no effect on these sessions"
+    )
+
+
+def _fold_lines(folds: Mapping[str, Any] | None, cost_unit: str = "USD") -> None:
+    """The recommendation's spread across the tuning folds, one line, with its unit."""
     if not folds or not folds.get("spread"):
         return
     spread, each = folds["spread"], folds["spread_per_session"]
+    column = folds["objective"]
+
+    def shown(value: float) -> str:
+        return figure_words(column, value, cost_unit)
+
     console.print(
-        f"across {len(folds['folds'])} tuning folds (by transcript file), "
-        f"its {folds['objective']}: "
-        f"min {spread['min']:,.4g}, median {spread['median']:,.4g}, max {spread['max']:,.4g} "
-        f"(per session {each['min']:,.4g} / {each['median']:,.4g} / {each['max']:,.4g})",
+        f"across {len(folds['folds'])} tuning folds (by transcript file), its {column}: "
+        f"min {shown(spread['min'])}, median {shown(spread['median'])}, "
+        f"max {shown(spread['max'])} (per session {shown(each['min'])} / "
+        f"{shown(each['median'])} / {shown(each['max'])})",
         soft_wrap=True,
     )
 

@@ -8,25 +8,28 @@ every trial is logged to ``<home>/tuning/<run_id>.jsonl`` (resumable, read back 
 figures on held-back ones. The CLI (``compactlens tune``) prints what ``run_tune`` returns.
 """
 
+from analytics.tuning.effects import range_words
 from analytics.tuning.execution import Setting, evaluate, open_backend
 from analytics.tuning.folds import FileSplit, SessionSource, split_by_file
 from analytics.tuning.lab import (
     TuneProgress,
     TuneProgressCallback,
     TuneReport,
+    count_sessions,
     run_tune,
 )
 from analytics.tuning.metrics import SessionMetrics, measure, totals
 from analytics.tuning.output import (
     STRATEGY_KEYS,
     baseline_line,
+    knob_lines,
     load_summary,
     newest_summary,
     save_summary,
     tune_json,
 )
 from analytics.tuning.pareto import pareto_front
-from analytics.tuning.recommend import Recommendation
+from analytics.tuning.recommend import Recommendation, figure_words
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
 from analytics.tuning.runlog import TuningFrames, load_runs
 from analytics.tuning.specs import (
@@ -68,8 +71,11 @@ __all__ = [
     "TuningFrames",
     "TurnView",
     "baseline_line",
+    "count_sessions",
     "evaluate",
+    "figure_words",
     "grid_specs",
+    "knob_lines",
     "load_grid",
     "load_runs",
     "load_summary",
@@ -77,6 +83,7 @@ __all__ = [
     "newest_summary",
     "open_backend",
     "pareto_front",
+    "range_words",
     "rival_specs",
     "run_tune",
     "save_summary",

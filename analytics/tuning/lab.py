@@ -25,7 +25,7 @@ import polars as pl
 
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, ImportIssue, import_path
-from analytics.jobs.prices import PriceProfile, profile_name_for_model
+from analytics.jobs.prices import BUILTIN_PROFILES, PriceProfile, profile_name_for_model
 from analytics.tuning.execution import Backend, Setting, Task, open_backend
 from analytics.tuning.folds import (
     FileSplit,
@@ -78,6 +78,8 @@ class TuneProgress:
     objective: str = "tokens"
     best_value: float | None = None
     """The best trial's figure on the objective (cost, or tokens billed)."""
+    sessions: int = 0
+    """How many sessions each trial replays."""
 
 
 TuneProgressCallback = Callable[[TuneProgress], None]
@@ -118,6 +120,9 @@ class TuneReport:
     calibrated: bool = True
     """Whether the transcripts' usage calibrated the counts (as ``replay`` without
     ``--uncalibrated``)."""
+    cost_unit: str = "USD"
+    """The currency of ``cost`` (``USD``, ``Mtok`` for the ``none`` profile: millions of
+    tokens; ``USD + Mtok`` when sessions were priced under profiles of both)."""
 
 
 def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportIssue]]:
@@ -135,6 +140,13 @@ def _load(paths: Sequence[PathArg]) -> tuple[list[ImportedSession], list[ImportI
             if s.turns:
                 sessions.setdefault(s.session_id, s)
     return [sessions[k] for k in sorted(sessions)], issues
+
+
+def count_sessions(paths: Sequence[PathArg]) -> int:
+    """How many sessions ``run_tune`` would replay from ``paths`` (those with a model turn);
+    ``AnalyticsError`` for a path that does not exist."""
+    sessions, _issues = _load(paths)
+    return len(sessions)
 
 
 def _run_id(
@@ -174,6 +186,7 @@ class _Runner:
         self.progress, self.tune_ids = progress, tune_ids
         self.objective = objective
         self.backend: Backend | None = None
+        self.sessions = 0
         self.evaluated = 0
         self.started = time.perf_counter()
         self.best: tuple[float, str, int] | None = None
@@ -214,10 +227,16 @@ class _Runner:
         elapsed = time.perf_counter() - self.started
         eta = elapsed / self.evaluated * max(self.total - done, 0)
         if self.best is None:
-            self.progress(TuneProgress(done, self.total, eta_s=eta, objective=self.objective))
+            self.progress(
+                TuneProgress(
+                    done, self.total, eta_s=eta, objective=self.objective, sessions=self.sessions
+                )
+            )
             return
         value, name, billed = self.best
-        self.progress(TuneProgress(done, self.total, name, billed, eta, self.objective, value))
+        self.progress(
+            TuneProgress(done, self.total, name, billed, eta, self.objective, value, self.sessions)
+        )
 
     def close(self) -> None:
         if self.backend is not None:
@@ -337,6 +356,7 @@ def run_tune(
         set(tune_ids),
         chosen_objective,
     )
+    runner.sessions = len(sessions)
     try:
         runner(tasks)
         searched = (
@@ -353,6 +373,7 @@ def run_tune(
     )
     report.issues, report.resumed, report.evaluated = issues, resumed, runner.evaluated
     report.price_profile = price_profile.name if price_profile else None
+    report.cost_unit = _cost_unit(price_profile, [m for _s, ms in results.values() for m in ms])
     held = set(held_ids)
     report.held_back_files = sorted({s.source_path for s in sessions if s.session_id in held})
     if report.recommended is not None:
@@ -361,11 +382,19 @@ def run_tune(
         report.held_back_by_file = figures_by_file(chosen, files)
     report.notes = [
         *plan.notes,
-        *budget_warnings(report.recommended, report.profiles),
-        *retention_price(report.table, report.recommended),
+        *budget_warnings(report.recommended, report.profiles, report.cost_unit),
+        *retention_price(report.table, report.recommended, report.cost_unit),
         *profile_warnings(report.profiles, len(tune_ids)),
     ]
     return report
+
+
+def _cost_unit(profile: PriceProfile | None, metrics: Sequence[SessionMetrics]) -> str:
+    """The currency the costs are in (see ``TuneReport.cost_unit``)."""
+    if profile is not None:
+        return profile.currency
+    found = {BUILTIN_PROFILES[m.profile].currency for m in metrics if m.profile in BUILTIN_PROFILES}
+    return " + ".join(sorted(found)) or "USD"
 
 
 def _default_objective(

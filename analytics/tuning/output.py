@@ -18,25 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analytics.tuning.effects import FIGURE_COLUMNS, identical_groups, knob_effects, range_words
 from analytics.tuning.lab import TuneReport
-from analytics.tuning.recommend import Recommendation, reproduce_words, rule_words
-
-STRATEGY_KEYS = (
-    "name",
-    "kind",
-    "config",
-    "tokens_billed",
-    "saved_share",
-    "summarizer_tokens",
-    "turns_over_window",
-    "emergencies",
-    "artifact_retention",
-    "anchor_retention",
-    "violations",
-    "cost",
-    "cache_read_tokens",
-    "cache_write_tokens",
+from analytics.tuning.recommend import (
+    Recommendation,
+    figure_words,
+    reproduce_words,
+    rule_words,
 )
+
+STRATEGY_KEYS = ("name", "kind", "config", *FIGURE_COLUMNS)
 """The keys of each ``strategies`` row."""
 SUMMARY_SUFFIX = "-tune.json"
 """``<home>/tuning/<run_id>-tune.json``: the ``tune --json`` object of the run's last report."""
@@ -79,27 +70,78 @@ def tune_json(report: TuneReport) -> dict[str, Any]:
         {"model": p.model, "sessions": p.tune.get("sessions"), **_recommendation(p)}
         for p in report.profiles
     ]
+    groups = identical_groups(report.table, report.specs)
+    effects = knob_effects(report.table, report.specs, report.objective)
     return {
         "strategies": rows,
         "pareto": report.pareto,
         "recommended": recommended,
         "objective": report.objective,
         "price_profile": report.price_profile,
+        "cost_unit": report.cost_unit,
         "profiles": profiles,
         "notes": report.notes,
+        "identical": [{"names": g.names, "varied": g.varied} for g in groups],
+        "knobs": [
+            {
+                "knob": e.knob,
+                "values": e.values,
+                "spread": e.spread,
+                "spread_share": e.share,
+                "unit": _unit(report.objective, report.cost_unit),
+                "changed_any_figure": e.any_figure,
+            }
+            for e in effects
+        ],
     }
 
 
-def baseline_line(recommended: Mapping[str, Any]) -> str | None:
-    """The ``tune --json`` recommendation's baseline in words (None when it had none)."""
+def _unit(objective: str, cost_unit: str) -> str:
+    return cost_unit if objective == "cost" else "tokens"
+
+
+def knob_lines(found: Mapping[str, Any]) -> list[str]:
+    """``tune --json``'s ``knobs`` and ``identical`` in words: what moved the objective, what
+    made no difference on these sessions, which trials had identical figures."""
+    knobs = found.get("knobs") or []
+    objective = str(found.get("objective", "tokens"))
+    column = "cost" if objective == "cost" else "tokens_billed"
+    unit = found.get("cost_unit", "USD")
+    lines = []
+    if knobs:
+        lines.append(
+            f"what moved the {'cost' if column == 'cost' else 'tokens billed'} on the held-back "
+            "sessions (each knob moved alone, every other setting the same):"
+        )
+    idle = []
+    for knob in knobs:
+        values = f"{knob['knob']} {range_words(knob['values'])}"
+        if knob["spread"] is None:
+            lines.append(f"  {values}: never moved alone in this run, effect not measured")
+        elif knob["spread"] == 0 and not knob["changed_any_figure"]:
+            idle.append(values)
+        else:
+            share = f" ({knob['spread_share']:.1%})" if knob["spread_share"] else ""
+            extra = "" if knob["spread"] else ", other figures moved"
+            lines.append(
+                f"  {values}: up to {figure_words(column, knob['spread'], unit)}{share}{extra}"
+            )
+    if idle:
+        lines.append(f"  no effect on these sessions: {'; '.join(idle)}")
+    return lines
+
+
+def baseline_line(recommended: Mapping[str, Any], cost_unit: str = "USD") -> str | None:
+    """The ``tune --json`` recommendation's baseline in words, with its unit (None when it had
+    none)."""
     base = recommended.get("baseline")
     if not base:
         return None
-    figure = base["cost"] if "cost" in base else base["tokens_billed"]
+    column = "cost" if "cost" in base else "tokens_billed"
     where = "within" if base["within"] else "OVER"
     return (
-        f"cheapest baseline on the tuning sessions: {base['name']} ({figure:,.4g}); "
-        f"the recommendation is {where} it"
+        f"cheapest baseline on the tuning sessions: {base['name']} "
+        f"({figure_words(column, base[column], cost_unit)}); the recommendation is {where} it"
     )
 
 

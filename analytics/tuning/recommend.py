@@ -54,6 +54,13 @@ def figures_table(
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def figure_words(column: str, value: float, cost_unit: str = "USD") -> str:
+    """A cost or tokens-billed figure with its unit: ``0.1234 USD``, ``12,345 tokens``."""
+    if column == "cost":
+        return f"{value:,.4f} {cost_unit}"
+    return f"{value:,.0f} tokens"
+
+
 def is_baseline(spec: StrategySpec) -> bool:
     """A rival strategy, or the progressive compactor with the library's default config."""
     return spec.kind != "progressive" or (spec.config or CompactorConfig()) == CompactorConfig()
@@ -242,7 +249,7 @@ def model_profiles(
 
 
 def budget_warnings(
-    rec: Recommendation | None, profiles: Sequence[Recommendation] = ()
+    rec: Recommendation | None, profiles: Sequence[Recommendation] = (), cost_unit: str = "USD"
 ) -> list[str]:
     """A warning for each recommendation no progressive config could keep within its baseline's
     figure on the tuning sessions (it is then merely the cheapest progressive config)."""
@@ -253,14 +260,17 @@ def budget_warnings(
         scope = f"for model {found.model}" if found.model else "overall"
         lines.append(
             f"warning: no progressive config in this run was as cheap as the baseline "
-            f"{found.budget.name} ({found.column} {found.budget.value:,.4g}) on the tuning "
+            f"{found.budget.name} ({figure_words(found.column, found.budget.value, cost_unit)}) "
+            "on the tuning "
             f"sessions; the recommendation {scope} ({found.name}) is the cheapest progressive "
             "one: widen the grid (e.g. later soft/full, soft_min_gain = 1) or keep the baseline"
         )
     return lines
 
 
-def retention_price(table: pl.DataFrame, rec: Recommendation | None) -> list[str]:
+def retention_price(
+    table: pl.DataFrame, rec: Recommendation | None, cost_unit: str = "USD"
+) -> list[str]:
     """A line saying what the recommendation gives up, when a feasible progressive config keeps
     more than ``RETENTION_SLACK`` more of the artifacts on the held-back sessions (``table``)."""
     pool = feasible(table.filter(pl.col("kind") == "progressive"))
@@ -273,9 +283,10 @@ def retention_price(table: pl.DataFrame, rec: Recommendation | None) -> list[str
         return []
     return [
         f"retention price: {rec.name} keeps {kept:.1%} of the artifacts on the held-back "
-        f"sessions at {rec.column} {float(rec.held_back[rec.column]):,.4g}; the best-retaining "
-        f"config, {best['name']}, keeps {float(best['artifact_retention']):.1%} at "
-        f"{float(best[rec.column]):,.4g}"
+        f"sessions at {figure_words(rec.column, float(rec.held_back[rec.column]), cost_unit)}; "
+        f"the best-retaining config, {best['name']}, keeps "
+        f"{float(best['artifact_retention']):.1%} at "
+        f"{figure_words(rec.column, float(best[rec.column]), cost_unit)}"
     ]
 
 

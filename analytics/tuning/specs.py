@@ -4,7 +4,8 @@ A ``StrategySpec`` names a strategy kind and its parameters, builds the strategy
 process runs it, and is what the run log stores. ``default_grid`` spans the progressive
 compactor's thresholds, minimum tail, offload threshold and tool-time offload (all of them
 ``CompactorConfig`` fields, so a spec's config alone reproduces its run); ``load_grid``
-reads the same shape from a TOML or JSON file (``--grid``) and ``validate_grid`` checks any grid
+reads the same shape from a TOML or JSON file (``--grid``: exactly the configs to try, every
+field it does not name at the library default) and ``validate_grid`` checks any grid
 with pydantic, strictly (a ``"no"`` is not a bool, a ``true`` not a number, NaN not a ratio);
 ``count_configs`` sizes a grid before anything is built and ``plan_grid`` builds its valid
 combinations, counting the others. Nothing here replays anything.
@@ -33,7 +34,7 @@ from pydantic import (
 )
 
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
-from analytics.tuning.strategies import NoCompaction, ProgressiveStrategy, Strategy
+from analytics.tuning.strategies import NoCompaction, ProgressiveStrategy, Strategy, fallback_for
 from compactor import CompactorConfig
 
 StrategyKind = Literal["progressive", "no-compaction", "masking", "threshold", "openhands"]
@@ -105,14 +106,15 @@ def rival_specs(kinds: Sequence[str] = STRATEGY_KINDS) -> list[StrategySpec]:
 
 
 def progressive_spec(values: Mapping[str, Any]) -> StrategySpec:
-    """A progressive spec from config fields.
+    """A progressive spec from config fields; every other field keeps the library default.
 
-    ``fallback_target`` defaults to the smaller of 0.5 and 80% of ``warn`` (it must stay below
-    ``warn``). Raises ``ValueError`` for an invalid combination.
+    ``fallback_target`` too, unless the default would not be below ``warn`` (0.5 for a warn
+    of 0.5 or less): then it is 80% of ``warn`` (``fallback_for``). Raises ``ValueError`` for
+    an invalid combination.
     """
     fields = dict(values)
     if "fallback_target" not in fields and "warn" in fields:
-        fields["fallback_target"] = round(min(0.5, 0.8 * float(fields["warn"])), 4)
+        fields["fallback_target"] = fallback_for(float(fields["warn"]))
     try:
         config = CompactorConfig.model_validate(fields)
     except ValidationError as exc:
@@ -246,9 +248,10 @@ def grid_specs(grid: Mapping[str, Sequence[Any]]) -> list[StrategySpec]:
 
 def load_grid(path: Path) -> dict[str, list[Any]]:
     """A grid from TOML (``.toml``) or JSON: each key a ``CompactorConfig`` field, each value a
-    list (a scalar is a one-value list; ``tool_offload_threshold = false`` is off). Keys absent
-    from the file keep the default grid's values. Raises ``GridError`` (a ``ValueError``) naming the
-    file, the field and the value."""
+    list (a scalar is a one-value list; ``tool_offload_threshold = false`` is off). The grid is
+    exactly the configs to try: a key absent from the file keeps the library default
+    (``progressive_spec``). Raises ``GridError`` (a ``ValueError``) naming the file, the field
+    and the value."""
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
@@ -258,4 +261,4 @@ def load_grid(path: Path) -> dict[str, list[Any]]:
         raise GridError(f"{path}: not a valid grid file: {exc}") from None
     if not isinstance(data, dict):
         raise GridError(f"{path}: expected a table of field = [values], got {type(data).__name__}")
-    return {**DEFAULT_GRID, **validate_grid(data, str(path))}
+    return validate_grid(data, str(path))

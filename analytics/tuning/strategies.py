@@ -252,6 +252,13 @@ def scratch_dir() -> str | None:
 _NAMED_FIELDS = {"warn", "soft", "full", "min_tail_messages", "offload_threshold"}
 
 
+def fallback_for(warn: float) -> float:
+    """The ``fallback_target`` a grid or search config takes when it names none: the library
+    default, unless that is not below ``warn`` (it must be); then 80% of ``warn``."""
+    default = float(CompactorConfig.model_fields["fallback_target"].default)
+    return default if default < warn else round(0.8 * warn, 4)
+
+
 @dataclass(frozen=True)
 class ProgressiveStrategy:
     """The ``ProgressiveCompactor`` with ``config`` through ``CompactionSession``.
@@ -269,7 +276,7 @@ class ProgressiveStrategy:
         # every other field that differs from the defaults is named too: the name is the
         # trial's key, so two configs must never share one
         defaults = CompactorConfig().model_dump()
-        derived_fallback = round(min(0.5, 0.8 * c.warn), 4)
+        derived_fallback = fallback_for(c.warn)
         extras = "".join(
             f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}"
             for k, v in c.model_dump().items()

@@ -7,7 +7,9 @@ its front ``pareto_front``; the recommended configuration is the TOML the run wr
 started here is ``run_tune`` in a background thread (``app.tuning_job``), which keeps its
 ``tune --json`` object beside the log: then the table is that object's strategies (cost and
 cache reads/writes beside the tokens), with the recommended row marked, the objective, the
-rule in words, the held-back files and the per-model profiles with their warnings.
+rule in words, the held-back files and the per-model profiles with their warnings. The form
+offers a small sample of the stored transcripts (``tuning_job.sample``) and says how many
+sessions it will replay.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import streamlit as st
 
 from analytics import (
     STRATEGY_KINDS,
+    AnalyticsError,
     SessionMetrics,
     baseline_line,
+    count_sessions,
     load_runs,
     load_summary,
     pareto_figure,
@@ -135,7 +139,8 @@ def _progress(job: tuning_job.TuningJob) -> None:
         done, total = (progress.done, progress.total) if progress else (0, 1)
         best = f", best so far {progress.best_name}" if progress and progress.best_name else ""
         eta = f", about {progress.eta_s:.0f} s left" if progress and progress.eta_s else ""
-        st.progress(done / max(total, 1), text=f"{done} of {total} trials{best}{eta}")
+        sessions = f" on {progress.sessions:,} sessions" if progress and progress.sessions else ""
+        st.progress(done / max(total, 1), text=f"{done} of {total} trials{sessions}{best}{eta}")
         return
     if job.error:
         st.error(f"The tuning run failed: {md_escape(job.error)}")
@@ -162,12 +167,33 @@ def _chosen(text: str, roots: list[Path]) -> list[Path] | None:
     return chosen
 
 
+@st.cache_data(show_spinner=False, max_entries=16, ttl=300)
+def _sessions_in(paths: tuple[str, ...], home_dir: str) -> int | None:
+    """How many sessions a run on ``paths`` replays (None: one of them is unreadable now)."""
+    try:
+        return count_sessions([Path(home_dir) / p for p in paths])
+    except (AnalyticsError, OSError):
+        return None
+
+
+def _sample_words(chosen: list[str], stored: int) -> str:
+    n = _sessions_in(tuple(chosen), str(home()))
+    sessions = f"{n:,} sessions" if n is not None else "the sessions"
+    return (
+        f"This run will replay {sessions} from {len(chosen)} of the {stored} transcript files "
+        "in this store (a small sample, from the smaller ones; edit the list to choose others) "
+        "under each strategy and configuration."
+    )
+
+
 def _start_form() -> None:
     st.subheader("Start a small tuning run")
     roots = allowed_roots()
     sources = tuning_job.readable(read("sources"), home(), roots)
+    offered = tuning_job.sample(sources, home(), tuning_job.SAMPLE_FILES)
     with st.form("tune"):
-        paths = st.text_area("transcripts (one path per line)", "\n".join(sources))
+        st.caption(_sample_words(offered, len(sources)))
+        paths = st.text_area("transcripts (one path per line)", "\n".join(offered))
         window = st.number_input("window (tokens)", 1_000, 1_000_000, 16_000, step=1_000)
         kinds = st.multiselect("strategies", list(STRATEGY_KINDS), ["progressive", "masking"])
         trials = st.number_input("Optuna trials after the grid", 0, 20, 0)
