@@ -76,9 +76,13 @@ def _turn_order(pm: Postmortem) -> tuple[bool, int]:
     return (turn is None, turn if isinstance(turn, int) else 0)
 
 
-def _fix(rep: Postmortem, window_needed: int | None) -> dict[str, Any]:
+def _fix(rep: Postmortem, window_needed: int | None, count: int) -> dict[str, Any]:
     """The representative's fix; where none avoids it, the window that avoids every
     emergency of the group (the largest any of them needs)."""
+    words = fix_words({**rep, "window_needed": window_needed or rep.get("window_needed")})
+    own = rep.get("window_needed")
+    if window_needed and own and own != window_needed and not rep.get("smallest_change_verified"):
+        words += f" (for all {count:,}; turn {rep.get('turn')} alone needs {own:,})"
     return {
         "compaction_id": rep.get("compaction_id"),
         "turn": rep.get("turn"),
@@ -86,7 +90,7 @@ def _fix(rep: Postmortem, window_needed: int | None) -> dict[str, Any]:
         "detail": rep.get("smallest_change_detail"),
         "config": rep.get("smallest_change_config"),
         "verified": bool(rep.get("smallest_change_verified")),
-        "words": fix_words({**rep, "window_needed": window_needed or rep.get("window_needed")}),
+        "words": words,
     }
 
 
@@ -111,7 +115,7 @@ def _group(session_id: str, cause: str | None, items: Sequence[Postmortem]) -> d
         "explanation": rep.get("explanation"),
         "lead_up": list(rep.get("lead_up") or []),
         "top_contributors": list(rep.get("top_contributors") or []),
-        "fix": _fix(rep, needed),
+        "fix": _fix(rep, needed, len(items)),
         "verified_fixes": sum(bool(pm.get("smallest_change_verified")) for pm in items),
         "window_needed": needed,
         "dropped": {

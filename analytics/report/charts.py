@@ -11,7 +11,7 @@ tuning strategies); these functions only draw them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import polars as pl
@@ -333,25 +333,33 @@ def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
 
 
 def lead_ups_figure(
-    lead_ups: pl.DataFrame, top: int = 20, emergencies: pl.DataFrame | None = None
+    lead_ups: pl.DataFrame,
+    top: int = 20,
+    emergencies: pl.DataFrame | None = None,
+    *,
+    chosen: Sequence[str] | None = None,
+    title: str | None = None,
 ) -> go.Figure:
     """The ratio the tier was decided on, turn by turn up to and including each of the first
-    ``top`` emergencies, one line each (``job_lead_up`` rows: ``session_id``,
-    ``compaction_id``, ``seq``, ``turn``, ``ratio``), named by session, turn and (from
-    ``emergencies``, ``job_emergencies`` rows) cause, with the Emergency threshold drawn."""
+    ``top`` emergencies (or of the ``chosen`` compaction ids, in that order), one line each
+    (``job_lead_up`` rows: ``session_id``, ``compaction_id``, ``seq``, ``turn``, ``ratio``),
+    named by session, turn and (from ``emergencies``, ``job_emergencies`` rows) cause, with the
+    Emergency threshold drawn."""
     fig = go.Figure()
     # the first emergencies by session and time, whatever order the table was written in
     ordered = lead_ups.sort("session_id", "seq") if lead_ups.height else lead_ups
     ids: list[str] = (
         ordered.get_column("compaction_id").unique(maintain_order=True).head(top).to_list()
-        if ordered.height
-        else []
+        if ordered.height and chosen is None
+        else list(chosen or [])
     )
     causes: dict[str, str] = {}
     if emergencies is not None and {"compaction_id", "cause"} <= set(emergencies.columns):
         causes = dict(emergencies.select("compaction_id", "cause").iter_rows())
     for cid in ids:
-        rows = ordered.filter(pl.col("compaction_id") == cid)
+        rows = ordered.filter(pl.col("compaction_id") == cid) if ordered.height else ordered
+        if not rows.height:
+            continue
         turn = int(rows.get_column("turn").max() or 0)  # type: ignore[arg-type]
         why = f" · {causes[cid]}" if causes.get(cid) else ""
         fig.add_trace(
@@ -366,7 +374,7 @@ def lead_ups_figure(
     fig.update_layout(height=520)
     fig = _layout(
         fig,
-        f"Context ratio in the turns up to each emergency (first {top})",
+        title or f"Context ratio in the turns up to each emergency (first {top})",
         "turn (model call)",
         "ratio of the window the tier was decided on (0–1)",
     )

@@ -9,7 +9,9 @@ tuning recommendation (its rule, held-back figures and baseline from the run's `
 object when the caller passes it, and the TOML file ``replay --config`` loads), then Plotly
 figures: effective
 compactions per tier, compression ratio percentiles per tier, tokens billed against the
-uncompacted history per session, anchor survival per type, and each emergency's lead-up.
+uncompacted history per session, anchor survival per type, and the lead-ups of the post-mortems
+it samples. The post-mortems are sampled across sessions: the fleet's figures by cause, then
+the largest group (by cause) of each of the sessions with most emergencies.
 plotly.js is inlined once, so the file opens offline. Every text value is HTML-escaped. It reads
 the store (and the home's tuning folder) and writes the one file; it computes no figure of its
 own.
@@ -19,13 +21,14 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from analytics.jobs.explanations import fix_words
+from analytics.jobs.postmortem_groups import sampled_groups
 from analytics.queries.audit import audit_json
 from analytics.queries.findings import postmortem_json, retention_json
 from analytics.queries.frames import sessions_frame
@@ -137,17 +140,52 @@ def _table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]], empty: 
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _postmortems(store: EventStore, limit: int = 50) -> str:
-    found = postmortem_json(store)["postmortems"]
-    rows = [
-        (p["session_id"], p["turn"], p.get("cause"), p.get("explanation"), fix_words(p))
-        for p in found[:limit]
-    ]
-    more = f" (the first {limit} of {len(found)})" if len(found) > limit else ""
-    headers = ("session", "turn", "cause", "what happened", "fix")
-    return f"<p>{len(found):,} emergencies{more}.</p>" + _table(
-        headers, rows, "No emergency truncation in this store."
+SAMPLED_SESSIONS = 10
+"""Sessions whose post-mortems the report shows: those with most emergencies, one group each."""
+
+
+def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> str:
+    """The fleet's emergencies in figures, then the largest group of each of the sessions
+    with most emergencies (``sample``): a sample across sessions, not one session's many."""
+    summary = found["summary"]
+    if not summary["emergencies"]:
+        return '<p class="empty">No emergency truncation in this store.</p>'
+    per_session = Counter[str]()
+    for group in found["groups"]:
+        per_session[str(group["session_id"])] += int(group["count"])
+    causes = ", ".join(f"{c} {n:,}" for c, n in summary["by_cause"].items())
+    head = (
+        f"<p>{summary['emergencies']:,} emergencies in {summary['sessions']:,} sessions, "
+        f"{summary['groups']:,} groups by session and cause; by cause: {html.escape(causes)}. "
+        f"Settled (a verified fix, or the window that would avoid it): {summary['settled']:,} "
+        f"({summary['settled_share']:.1%}). Below: the largest group of each of the "
+        f"{len(sample):,} sessions with most emergencies; <code>compactlens postmortem</code> "
+        "lists every group, <code>--json</code> every emergency.</p>"
     )
+    rows = [
+        (
+            g["session_id"],
+            per_session[str(g["session_id"])],
+            g["cause"],
+            g["count"],
+            g["turns_text"],
+            f"turn {g['representative']['turn']}: {g.get('explanation') or '–'}",
+            g["fix"]["words"],
+            f"{g['settled']:,} of {g['count']:,}",
+        )
+        for g in sample
+    ]
+    headers = (
+        "session",
+        "its emergencies",
+        "cause",
+        "in this group",
+        "turns",
+        "what happened",
+        "fix",
+        "settled",
+    )
+    return head + _table(headers, rows, "")
 
 
 def _silent_drops(store: EventStore, limit: int = 50) -> str:
@@ -255,13 +293,19 @@ def write_report(
     tuning run's ``tune --json`` object."""
     keys: Sequence[CohortKey] = by if by is not None else _windows_if_several(store)
     stats = fleet_stats(store, spool_dir, by=keys)
+    found = postmortem_json(store)
+    sample = sampled_groups(found["groups"], SAMPLED_SESSIONS)
     figures = [
         tier_counts_figure(stats["compactions"]["by_tier"]),
         compression_figure(_compression_rows(stats)),
         billing_figure(job_table(store, "job_session_timeline")),
         survival_figure(_survival_rows(stats), "Anchor item survival, whole fleet"),
         lead_ups_figure(
-            job_table(store, "job_lead_up"), emergencies=job_table(store, "job_emergencies")
+            job_table(store, "job_lead_up"),
+            emergencies=job_table(store, "job_emergencies"),
+            chosen=[g["representative"]["compaction_id"] for g in sample],
+            title=f"Context ratio up to one emergency of each of the {len(sample)} sessions "
+            "with most emergencies (their largest group's)",
         ),
     ]
     parts = [
@@ -279,7 +323,7 @@ def write_report(
                 else ()
             ),
             "<h2>Emergency post-mortems</h2>",
-            _postmortems(store),
+            _postmortems(found, sample),
             "<h2>Silent drops of intent and key decisions</h2>",
             _silent_drops(store),
             "<h2>Harness compactions (Claude Code, Codex, OpenHands)</h2>",

@@ -153,7 +153,10 @@ def test_an_unavoidable_group_needs_the_largest_window_of_its_emergencies() -> N
 
     largest = max(p["window_needed"] for p in found if p["cause"] == "fixed_prompt")
     assert fixed["window_needed"] == largest
-    assert f"a window of {largest:,}+ tokens" in fixed["fix"]["words"]
+    first = min(p["window_needed"] for p in found if p["cause"] == "fixed_prompt")
+    assert fixed["fix"]["words"].endswith(
+        f"a window of {largest:,}+ tokens (for all {fixed['count']}; turn 2 alone needs {first:,})"
+    )
     assert fixed["settled_share"] == 1.0
 
 
