@@ -316,7 +316,7 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
     for sid, session_groups in order:
         count = sum(g["count"] for g in session_groups)
         console.print()
-        head = Text(f"{sid} — {count:,} emergenc{'y' if count == 1 else 'ies'}", style="bold")
+        head = Text(f"{sid} — {_counted(count, 'emergency', 'emergencies')}", style="bold")
         console.print(head, soft_wrap=True)  # one line: a session id is not cut
         for group in session_groups:
             _postmortem_group(group)
@@ -328,13 +328,18 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
     )
 
 
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
 def _postmortem_summary(summary: Mapping[str, Any]) -> list[str]:
     total = summary["emergencies"]
     causes = ", ".join(f"{cause} {n:,}" for cause, n in summary["by_cause"].items())
     settled = summary["settled_share"]
     return [
-        f"emergency post-mortems: {total:,} emergencies in {summary['sessions']:,} sessions, "
-        f"{summary['groups']:,} groups (by session and cause)",
+        f"emergency post-mortems: {_counted(total, 'emergency', 'emergencies')} in "
+        f"{_counted(summary['sessions'], 'session', 'sessions')}, "
+        f"{_counted(summary['groups'], 'group', 'groups')} (by session and cause)",
         f"by cause: {causes}",
         f"settled: {summary['settled']:,} of {total:,} ({_share(settled)}): a verified fix, "
         "or the window that would avoid it",

@@ -135,9 +135,10 @@ def render() -> None:
         return
     groups = found["groups"]
     st.caption(
-        f"{len(items):,} emergencies in {len(groups):,} group{'s' * (len(groups) != 1)} by "
-        "cause. Each group shows one of its emergencies (the first with a verified fix, else "
-        "the first): its sentence, lead-up and fix; the list under it holds every one."
+        f"{len(items):,} emergenc{'y' if len(items) == 1 else 'ies'} in {len(groups):,} "
+        f"group{'s' * (len(groups) != 1)} by cause. Each group shows one of its emergencies "
+        "(the first with a verified fix, else the first): its sentence, lead-up and fix; the "
+        "list under it holds every one."
     )
     session = frame("sessions", sid).row(0, named=True)
     thresholds = {n: float(session[n]) for n in THRESHOLDS if session[n] is not None}
