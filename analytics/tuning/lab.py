@@ -52,6 +52,8 @@ from analytics.tuning.specs import (
     MAX_TRIALS,
     STRATEGY_KINDS,
     GridError,
+    GridPlan,
+    StrategyError,
     StrategySpec,
     count_configs,
     grid_size,
@@ -271,7 +273,7 @@ def _plan(
     kinds = list(strategies or STRATEGY_KINDS)
     unknown = sorted(set(kinds) - set(STRATEGY_KINDS))
     if unknown:
-        raise ValueError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
+        raise StrategyError(f"unknown strategies {unknown}; choose from {list(STRATEGY_KINDS)}")
     specs, notes = rival_specs(kinds), []
     if "progressive" in kinds:
         planned, source = _grid(grid)
@@ -298,7 +300,23 @@ def _plan(
     tasks: dict[str, StrategySpec] = {}
     for spec in specs:
         tasks.setdefault(f"{'grid' if spec.kind == 'progressive' else 'rival'}:{spec.name}", spec)
+    if "progressive" in kinds:
+        notes.append(_plan_words(found, len(tasks) - len(found.specs), kinds, trials))
     return _Plan(list(tasks.items()), notes)
+
+
+def _plan_words(found: GridPlan, others: int, kinds: Sequence[str], trials: int) -> str:
+    """What the run will try, counted: the grid's configs, the library defaults (a baseline,
+    unless the grid holds them), the rivals, the Optuna trials."""
+    rivals = [k for k in kinds if k != "progressive"]
+    parts = [f"{len(found.specs):,} grid config(s)"]
+    if others > len(rivals):
+        parts.append("the library defaults (a baseline)")
+    if rivals:
+        parts.append(f"{len(rivals)} rival strateg{'y' if len(rivals) == 1 else 'ies'}")
+    if trials:
+        parts.append(f"{trials:,} Optuna trial(s)")
+    return f"trials: {', '.join(parts)}; every trial replays every session"
 
 
 def run_tune(
@@ -325,8 +343,9 @@ def run_tune(
     (default ``cost`` when some session has a priced profile, else ``tokens``) drives the
     recommendation and the Pareto front. Raises
     ``AnalyticsError`` for a path that does not exist or when no session has a turn,
-    ``ValueError`` for a strategy name and ``GridError`` (a ``ValueError``) for a bad grid or
-    one over ``max_trials`` with the trials, before anything is imported."""
+    ``StrategyError`` for a strategy name and ``GridError`` for a bad grid or one over
+    ``max_trials`` with the trials (both ``AnalyticsError`` and ``ValueError``), before
+    anything is imported."""
     plan = _plan(strategies, grid, trials, max_trials)
     tasks = plan.tasks
     trials = trials if any(spec.kind == "progressive" for _k, spec in tasks) else 0

@@ -136,9 +136,9 @@ def reproduce_words(name: str, calibrated: bool) -> str:
     """How the lab measured, and the ``replay`` command that bills its figures again."""
     if calibrated:
         return (
-            "calibrated on the transcripts' provider usage, as a live agent and `compactlens "
-            f"replay` count: `compactlens replay <held-back files> --config {name}` bills "
-            "these figures"
+            "calibrated on the transcripts' provider usage where they have it (bytes / 4 where "
+            "not), as a live agent and `compactlens replay` count: `compactlens replay "
+            f"<held-back files> --config {name}` bills these figures"
         )
     return (
         "bytes / 4, uncalibrated (the transcripts' usage not fed): `compactlens replay "

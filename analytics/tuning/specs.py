@@ -33,6 +33,7 @@ from pydantic import (
     create_model,
 )
 
+from analytics.errors import AnalyticsError
 from analytics.tuning.rivals import ObservationMasking, OpenHandsCondenser, ThresholdSummary
 from analytics.tuning.strategies import NoCompaction, ProgressiveStrategy, Strategy, fallback_for
 from compactor import CompactorConfig
@@ -122,9 +123,13 @@ def progressive_spec(values: Mapping[str, Any]) -> StrategySpec:
     return StrategySpec(kind="progressive", config=config)
 
 
-class GridError(ValueError):
+class GridError(AnalyticsError, ValueError):
     """A grid that cannot be run as given: an unknown field, a value of the wrong type or out
     of range, an empty list, no valid combination, or more configurations than allowed."""
+
+
+class StrategyError(AnalyticsError, ValueError):
+    """A strategy name ``tune`` does not know."""
 
 
 GRID_FIELDS = tuple(CompactorConfig.model_fields)

@@ -2,6 +2,8 @@
 objective, the recommended row marked, the rule in words, the held-back files, the per-model
 profiles and their warnings, each compared with ``tune --json``'s object of the same run
 (``run_tune`` called again by the test: it resumes the run's log, so nothing is replayed twice).
+The form (issue 26 item 6) offers a small sample of the stored transcripts and says how many
+sessions a run on it replays, counted here by importing those files.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typer.testing import CliRunner
 
 from analytics import run_tune, tune_json
 from analytics.cli.main import app as cli
+from analytics.importers import import_path
 from app import tuning_job
 from app.tuning_job import RECOMMENDED
-from tests.app.fixtures import TRANSCRIPTS, FixtureHome
+from tests.app.fixtures import REPLAYED, TRANSCRIPTS, FixtureHome
 from tests.app.pages import open_page, shown
 from tests.grids import grid_toml
 from tests.transcripts import CTF
@@ -98,3 +101,39 @@ def test_a_run_from_the_cli_shows_its_objective_and_rule_on_the_page(
     assert f"rule: {found['recommended']['rule']}" in text
     base = found["recommended"]["baseline"]
     assert f"cheapest baseline on the tuning sessions: {base['name']} (" in text
+
+
+def test_the_form_offers_a_small_sample_of_the_stored_transcripts_and_counts_its_sessions(
+    fixture_home: FixtureHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["app/main.py", "--allow-path", str(TRANSCRIPTS)])
+    monkeypatch.setattr(tuning_job, "SAMPLE_FILES", 2)  # the fixture stores three files
+    stored = sorted(str(TRANSCRIPTS / f) for f in REPLAYED)
+
+    at = open_page("tuning")
+
+    offered = str(at.text_area[0].value).splitlines()
+    smallest = sorted(stored, key=lambda f: Path(f).stat().st_size)[:2]
+    assert offered == sorted(smallest)  # two of the three, the smaller ones
+    sessions = sum(
+        1 for f in offered for s in import_path(Path(f))[0] if s.turns
+    )  # what run_tune replays: each session with a model turn
+    assert sessions >= 2
+    assert f"This run will replay {sessions:,} sessions from 2 of the 3 transcript files" in shown(
+        at
+    )
+
+
+def test_a_sample_spreads_over_the_smaller_half_of_the_files_in_their_order(
+    tmp_path: Path,
+) -> None:
+    names = [f"t{k:02}.jsonl" for k in range(10)]
+    for k, name in enumerate(reversed(names)):  # t09 is the smallest, t00 the largest
+        (tmp_path / name).write_bytes(b"x" * (k + 1))
+
+    chosen = tuning_job.sample([*names, "missing.jsonl"], tmp_path, 3)
+
+    # the smaller half by size is t09..t05 (1..5 bytes); spread over it: 1, 3 and 5 bytes
+    assert chosen == ["t05.jsonl", "t07.jsonl", "t09.jsonl"]
+    assert tuning_job.sample(names[:3], tmp_path, 3) == names[:3]
+    assert tuning_job.sample(["missing.jsonl"], tmp_path, 3) == []
