@@ -74,3 +74,15 @@ def move_sentence(row: Mapping[str, Any]) -> str:
         )
     way = "raised" if reported > estimated else "lowered"
     return f"{head}; the calibrated estimator {way} its estimate from this turn, so the line moves."
+
+
+def missing_history_sentence(tokens: int | None) -> str | None:
+    """What a page says of a session whose transcript starts mid-session (None otherwise)."""
+    if not tokens:
+        return None
+    return (
+        f"This transcript starts mid-session: about {tokens:,} tokens of earlier history are "
+        "not in this file. Every prompt the provider counted held them until the harness "
+        "compacted them away; no replay of the file's messages can compact them, and they are "
+        "not the harness's overhead."
+    )

@@ -132,6 +132,7 @@ class OverheadCalibratedEstimator(_Calibrating):
     def __init__(self, *, alpha: float = 0.05) -> None:
         super().__init__(alpha)
         self._sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # weight, x, y, xx, xy
+        self._ceiling = float("inf")
         self.slope = 1.0
         self.overhead = 0.0
 
@@ -157,7 +158,15 @@ class OverheadCalibratedEstimator(_Calibrating):
         var = sxx / w - mx * mx
         if var > (0.05 * mx) ** 2:  # reports spread enough to tell slope from overhead
             self.slope = min(2.0, max(0.5, (sxy / w - mx * my) / var))
-        self.overhead = max(0.0, my - self.slope * mx)
+        self.overhead = min(self._ceiling, max(0.0, my - self.slope * mx))
+
+    def bound_overhead(self, tokens: float) -> None:
+        """The overhead is at most ``tokens`` from now on: a prompt the provider counted that
+        held less beside its visible part (a report of a transcript that starts mid-session,
+        after its harness compacted away the history the file never showed)."""
+        with self._lock:
+            self._ceiling = min(self._ceiling, max(0.0, tokens))
+            self.overhead = min(self.overhead, self._ceiling)
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
         return int(self.raw_tokens(n_bytes) * self.slope + self.overhead)

@@ -22,8 +22,10 @@ session's ``compactions`` (``claude_code_compactions``); their summaries are not
 Metadata keys: ``source_sha256``; ``source_lines`` (the user and assistant JSONL lines in the
 session, compact summaries included: what SOURCES.md counts as messages); ``off_branch_lines``;
 ``summaries`` (titles from ``summary`` lines, main session only); ``cwd``, ``version``,
-``git_branch``; for side chains ``sidechain`` (true), ``parent_tool_call_id`` and
-``subagent_type`` when the Task call that started it is found in the main chain.
+``git_branch``; ``starts_mid_session`` (main session: its first line's parent is not in the
+file, so the history before it is missing); for side chains ``sidechain`` (true),
+``parent_tool_call_id`` and ``subagent_type`` when the Task call that started it is found in
+the main chain.
 """
 
 from __future__ import annotations
@@ -101,9 +103,13 @@ def _sessions(
     main_id = next((ln.session_id for ln in lines if ln.session_id), None) or src.key
     task_calls: dict[str, tuple[str, str | None]] = {}
     if main:
+        root = main[0].lines[0]
         main_extra: dict[str, Any] = {
             "summaries": summaries,
             "off_branch_lines": sum(chain.off_branch for chain in main),
+            # its first line answers a line the file does not hold: a resumed or cut session
+            "starts_mid_session": root.parent is not None
+            and all(ln.uuid != root.parent for ln in lines),
         }
         main_lines = [ln for chain in main for ln in chain.lines]
         session = _session(src, main_id, main_lines, None, main_extra)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from analytics.importers import ImportedSession
+from analytics.importers.history import missing_history_tokens
 from analytics.importers.session import NativeCompaction, ViewRef
 from compactor import CompactionRecord, CompactionTier
 from compactor.events import (
@@ -74,6 +75,9 @@ def session_started(
         metadata["source_sha256"] = imported.metadata["source_sha256"]
     if imported.started_at is not None:
         metadata["started_at"] = imported.started_at.isoformat()
+    missing = missing_history_tokens(imported)
+    if missing:
+        metadata["history_missing_tokens"] = missing
     return SessionStarted(
         context_window=0,
         model=imported.model or "",

@@ -6,27 +6,44 @@ The causes, tried in this order (the first that holds is the cause):
 - ``manual``: the compaction was a manual ``/compact`` (trigger ``manual``) that ended in
   Emergency.
 - ``fixed_prompt``: what every prompt of the session carries, whatever the config does, reaches
-  the Emergency threshold: the system prompt, the harness's hidden overhead (learned by the
-  calibrated estimator) and the reserve, plus the task (``fixed_tokens``: the larger of the
-  estimate of that, system and task bytes through the estimator the emergency was decided with,
-  and the smallest prompt the provider reported up to it, plus the reserve), together with
-  what no compaction can take out of the newest turn (``newest_tokens``: the messages added
-  since the previous turn that are not tool results or the task: a tool result can go to a
-  file, the model's own reply and the user's words cannot). ``window_needed`` is the smallest
-  window at which the fixed part stays under Warn and, with the newest turn, under Emergency.
+  the Emergency threshold by itself: the system prompt, the harness's hidden overhead (learned
+  by the calibrated estimator) and the reserve, plus the task (``fixed_tokens``: the estimate
+  of that through the estimator the emergency was decided with, bounded by the smallest prompt
+  the provider reported in the session, less the history the transcript lacks, plus the
+  reserve; the smallest report bounds it from above and never raises it). ``window_needed``
+  is the smallest window at which the fixed part stays under Warn and, with the newest turn,
+  under Emergency.
+- ``history_missing``: the transcript starts mid-session (``sessions.history_missing_tokens``)
+  and the estimator carried that unseen history as overhead at this turn: with it the fixed
+  part and the newest turn reach Emergency, which no compaction of the file's messages can
+  change. ``window_needed`` as for a fixed prompt, with the history carried.
+- ``large_turn``: the fixed part and what no compaction can take out of the newest turn
+  (``newest_tokens``: the messages added since the previous turn that are not tool results or
+  the task: a tool result can go to a file, the model's own reply and the user's words cannot)
+  reach the Emergency threshold together. ``window_needed`` is where they stay under it.
 - ``summarizer_failed``: the summariser failed on the way (an error code ``summarizer_failed:*``,
   ``summary_empty`` or ``summary_not_smaller`` on the record) and the fallback escalated.
 - ``undercount``: the calibrated estimator moved up at the last usage report by more than
   ``UNDERCOUNT_FACTOR`` (``factor_before`` -> ``factor_after``, tokens per raw ``bytes/4``
   token on the previous prompt), and under the factor before, the emergency's turn would have
   stayed below the Emergency threshold: the context had been larger than the estimate said.
-- ``burst``: one message added since the previous turn (``burst_index``, its role, tool and
-  tokens) holds at least ``BURST_SHARE`` of the window, or at least ``PUSH_SHARE`` while the
-  previous turn was below Full (no compaction could have run) and without that message the
-  turn would have stayed below Emergency.
+- ``burst``: the messages added since the previous turn, together (parallel tool results are
+  one burst: ``burst_messages`` of them from ``burst_index`` on, ``burst_tokens`` in all, the
+  role and tools of the largest), hold at least ``BURST_SHARE`` of the window, or at least
+  ``PUSH_SHARE`` while the previous turn was below Full (no compaction could have run) and
+  without them the turn would have stayed below Emergency.
+- ``floor``: the context grew back, but what no compaction takes out (``floor_tokens``: the
+  fixed part, the newest turn's own words and the ``min_tail_messages`` newest messages kept
+  verbatim, tool results among them at most an offload preview) is over the Soft threshold:
+  every compaction leaves it there, so growth reaches Emergency whatever the thresholds.
+  ``window_needed`` is where the floor stays under Soft.
 - ``growth``: none of the above: the context grew turn by turn and the Soft/Full compactions
   before it (``growth_compactions``: their tier and ratios before and after) did not bring it
   down far enough.
+
+``fixed_prompt``, ``history_missing``, ``large_turn`` and ``floor`` are unavoidable at this
+window (``UNAVOIDABLE``): no config change is searched for them, ``window_needed`` says what
+would avoid them.
 
 Ratios are ``(tokens + reserve_tokens) / context_window`` on the estimate the tier was decided
 on (``turns.tokens_before``). Missing inputs (no usage, no system prompt size, an estimator name
@@ -40,7 +57,23 @@ import polars as pl
 from analytics.jobs.common import BYTES_PER_TOKEN, conform, estimator_params
 from analytics.jobs.tools import tool_names
 
-CAUSES = ("manual", "fixed_prompt", "summarizer_failed", "undercount", "burst", "growth")
+CAUSES = (
+    "manual",
+    "fixed_prompt",
+    "history_missing",
+    "large_turn",
+    "summarizer_failed",
+    "undercount",
+    "burst",
+    "floor",
+    "growth",
+)
+UNAVOIDABLE = ("fixed_prompt", "history_missing", "large_turn", "floor")
+"""Causes no config avoids at the session's window (``window_needed`` says which would)."""
+PREVIEW_TOKENS = 1_000
+"""What a tool result in the kept tail costs at least once offloaded: its preview (the
+default 4,000 characters)."""
+DEFAULT_MIN_TAIL = 6
 BURST_SHARE = 0.25
 PUSH_SHARE = 0.10
 UNDERCOUNT_FACTOR = 1.25
@@ -57,6 +90,8 @@ CAUSE_SCHEMA: dict[str, pl.DataType] = {
     "newest_tokens": pl.Int64(),
     "window_needed": pl.Int64(),
     "smallest_prompt_tokens": pl.Int64(),
+    "history_missing_tokens": pl.Int64(),
+    "floor_tokens": pl.Int64(),
     "error_code": pl.String(),
     "factor_before": pl.Float64(),
     "factor_after": pl.Float64(),
@@ -66,6 +101,7 @@ CAUSE_SCHEMA: dict[str, pl.DataType] = {
     "burst_role": pl.String(),
     "burst_tool": pl.String(),
     "burst_tokens": pl.Int64(),
+    "burst_messages": pl.Int64(),
     "growth_compactions": pl.String(),
 }
 """The job's columns, one row per emergency (``growth_compactions`` is JSON text)."""
@@ -75,8 +111,11 @@ _SESSION_SCHEMA = {
     "warn": pl.Float64(),
     "full": pl.Float64(),
     "emergency": pl.Float64(),
+    "soft": pl.Float64(),
     "reserve_tokens": pl.Int64(),
     "system_bytes": pl.Int64(),
+    "history_missing_tokens": pl.Int64(),
+    "config": pl.String(),
 }
 _TURN_SCHEMA = {
     "session_id": pl.String(),
@@ -137,10 +176,16 @@ def emergency_causes(
     base = base.join(_fixed(base, usage), on="compaction_id", how="left")
     base = base.join(_undercount(base, usage), on="compaction_id", how="left")
     base = base.join(_burst(base, messages), on="compaction_id", how="left")
+    base = base.join(_floor(base, messages), on="compaction_id", how="left")
     base = base.join(_growth(base, compactions), on="compaction_id", how="left")
     window = pl.col("context_window")
-    carried = pl.col("fixed_tokens") + pl.col("newest_tokens").fill_null(0)
-    fixed = carried >= pl.col("emergency") * window
+    newest = pl.col("newest_tokens").fill_null(0)
+    fixed_part = pl.col("fixed_tokens")
+    with_history = fixed_part + pl.col("carried_history").fill_null(0)
+    at_emergency = pl.col("emergency") * window
+    fixed = fixed_part >= at_emergency
+    history = (pl.col("carried_history") > 0) & (with_history + newest >= at_emergency)
+    large_turn = fixed_part + newest >= at_emergency
     failed = pl.col("error_code").is_not_null()
     under = (pl.col("factor_after") >= pl.col("factor_before") * UNDERCOUNT_FACTOR) & (
         pl.col("ratio_at_old_factor") < pl.col("emergency")
@@ -151,27 +196,42 @@ def emergency_causes(
         & (pl.col("prev_ratio").fill_null(0.0) < pl.col("full"))
         & (pl.col("ratio") - burst_share < pl.col("emergency"))
     )
+    floor = pl.col("floor_tokens") >= pl.col("soft") * window
     cause = (
         pl.when(pl.col("trigger") == "manual")
         .then(pl.lit("manual"))
         .when(fixed.fill_null(False))
         .then(pl.lit("fixed_prompt"))
+        .when(history.fill_null(False))
+        .then(pl.lit("history_missing"))
+        .when(large_turn.fill_null(False))
+        .then(pl.lit("large_turn"))
         .when(failed)
         .then(pl.lit("summarizer_failed"))
         .when(under.fill_null(False))
         .then(pl.lit("undercount"))
         .when(burst.fill_null(False))
         .then(pl.lit("burst"))
+        .when(floor.fill_null(False))
+        .then(pl.lit("floor"))
         .otherwise(pl.lit("growth"))
+    )
+    carried = pl.when(cause == "history_missing").then(with_history).otherwise(fixed_part)
+    needed = (
+        pl.when(cause == "floor")
+        .then(pl.col("floor_tokens") // pl.col("soft") + 1)
+        .when(cause.is_in(UNAVOIDABLE))
+        .then(
+            pl.max_horizontal(
+                carried // pl.col("warn") + 1, (carried + newest) // pl.col("emergency") + 1
+            )
+        )
+        .otherwise(None)
     )
     out = base.with_columns(
         cause.alias("cause"),
         pl.col("emergency").alias("threshold"),
-        pl.max_horizontal(
-            pl.col("fixed_tokens") // pl.col("warn") + 1, carried // pl.col("emergency") + 1
-        )
-        .cast(pl.Int64)
-        .alias("window_needed"),
+        needed.cast(pl.Int64).alias("window_needed"),
     )
     return conform(out, CAUSE_SCHEMA)
 
@@ -244,36 +304,38 @@ def _tasks(messages: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fixed(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
-    """compaction_id, fixed_tokens, smallest_prompt_tokens: what every prompt carries. Every
-    prompt holds the fixed part, so the smallest prompt the provider reported up to the
-    emergency's turn (a usage event's ``history_messages`` is the history length it was sent
-    with) bounds it from above: a prompt that shrank later (a harness that drops its repo map)
-    counts."""
+    """compaction_id, fixed_tokens, smallest_prompt_tokens, carried_history: what every prompt
+    carries. Every prompt holds the fixed part, so the smallest prompt the provider reported in
+    the session, less the history the transcript lacks (every report holds that too), bounds
+    it from above: a prompt that shrank later (a harness that drops its repo map) counts, and a
+    report never raises the estimate (usage that starts late says nothing of the fixed part).
+    ``carried_history``: how much of the missing history the estimate held at this turn (the
+    calibrated estimator takes it as overhead until a smaller prompt shows it is not)."""
     out = base
     if usage is not None and not usage.is_empty():
         smallest = (
-            base.select("compaction_id", "session_id", "em_history")
-            .join(
-                conform(usage, _USAGE_SCHEMA).filter(pl.col("input_tokens").is_not_null()),
-                on="session_id",
-            )
-            .filter(pl.col("history_messages") <= pl.col("em_history"))
-            .group_by("compaction_id")
+            conform(usage, _USAGE_SCHEMA)
+            .filter(pl.col("input_tokens") > 0)
+            .group_by("session_id")
             .agg(pl.col("input_tokens").min().alias("smallest_prompt_tokens"))
         )
-        out = out.join(smallest, on="compaction_id", how="left")
+        out = out.join(smallest, on="session_id", how="left")
     else:
         out = out.with_columns(pl.lit(None, pl.Int64).alias("smallest_prompt_tokens"))
     raw = (pl.col("system_bytes").fill_null(0) + pl.col("task_bytes").fill_null(0)) // (
         BYTES_PER_TOKEN
     )
     estimated = (raw * pl.col("slope") + pl.col("overhead")).floor().cast(pl.Int64)
+    missing = pl.col("history_missing_tokens").fill_null(0)
+    bound = (pl.col("smallest_prompt_tokens") - missing).clip(lower_bound=0)
+    fixed = pl.min_horizontal(estimated, bound)
     return out.select(
         "compaction_id",
-        (pl.max_horizontal(estimated, pl.col("smallest_prompt_tokens")) + pl.col("reserve"))
-        .cast(pl.Int64)
-        .alias("fixed_tokens"),
+        (fixed + pl.col("reserve")).cast(pl.Int64).alias("fixed_tokens"),
         "smallest_prompt_tokens",
+        pl.min_horizontal(missing, (estimated - fixed).clip(lower_bound=0))
+        .cast(pl.Int64)
+        .alias("carried_history"),
     )
 
 
@@ -315,11 +377,9 @@ def _undercount(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
     )
 
 
-def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
-    """compaction_id, the largest message added since the previous turn (index, role, tool,
-    tokens through the emergency's estimator slope), and ``newest_tokens``: the messages added
-    since then that are not tool results (a tool result can go to a file; the model's own reply
-    and the user's words cannot)."""
+def _added(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """Each emergency's messages added since the previous turn, with their tokens through the
+    emergency's estimator slope."""
     spans = base.select(
         "compaction_id",
         "session_id",
@@ -328,38 +388,90 @@ def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         "slope",
         "task_idx",
     )
-    added = (
+    return (
         spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
         .filter((pl.col("idx") >= pl.col("lo")) & (pl.col("idx") < pl.col("hi")))
-        .with_columns(
-            ((pl.col("bytes") // BYTES_PER_TOKEN) * pl.col("slope"))
-            .floor()
-            .cast(pl.Int64)
-            .alias("tokens")
-        )
+        .with_columns(_tokens().alias("tokens"))
     )
-    newest = added.group_by("compaction_id").agg(
+
+
+def _tokens() -> pl.Expr:
+    return ((pl.col("bytes") // BYTES_PER_TOKEN) * pl.col("slope")).floor().cast(pl.Int64)
+
+
+def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """compaction_id, the burst: every message added since the previous turn together (from
+    ``burst_index``, ``burst_messages`` of them, ``burst_tokens`` in all; the role and tool of
+    the largest), and ``newest_tokens``: those that are not tool results (a tool result can go
+    to a file; the model's own reply and the user's words cannot)."""
+    added = _added(base, messages)
+    together = added.group_by("compaction_id").agg(
+        pl.col("idx").min().alias("burst_index"),
+        pl.len().cast(pl.Int64).alias("burst_messages"),
+        pl.col("tokens").sum().alias("burst_tokens"),
         pl.col("tokens")
         .filter(pl.col("tool_call_id").is_null() & pl.col("idx").ne_missing(pl.col("task_idx")))
         .sum()
-        .alias("newest_tokens")
+        .alias("newest_tokens"),
     )
     largest = (
         added.sort(["compaction_id", "bytes", "idx"], descending=[False, True, False])
         .group_by("compaction_id", maintain_order=True)
         .first()
     )
-    names = tool_names(messages, largest)
+    names = tool_names(messages, added)
+    tools = (
+        added.join(names, on=["session_id", "idx"], how="left")
+        .filter(pl.col("tool_name").is_not_null())
+        .group_by("compaction_id")
+        .agg(pl.col("tool_name").unique(maintain_order=True).str.join(", ").alias("burst_tool"))
+    )
     return (
-        largest.join(names, on=["session_id", "idx"], how="left")
+        largest.select("compaction_id", pl.col("role").alias("burst_role"))
+        .join(together, on="compaction_id", how="left")
+        .join(tools, on="compaction_id", how="left")
+    )
+
+
+def _floor(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """compaction_id, floor_tokens: what no compaction takes out of the emergency's view — the
+    fixed part, the newest turn's own words, and the ``min_tail_messages`` newest messages
+    (the session's config; tool results among them count as an offload preview at most)."""
+    tail = pl.col("config").str.json_path_match("$.min_tail_messages").cast(pl.Int64)
+    spans = base.select(
+        "compaction_id",
+        "session_id",
+        (pl.col("em_history") - tail.fill_null(DEFAULT_MIN_TAIL)).alias("lo"),
+        pl.col("em_history").alias("hi"),
+        "slope",
+        "task_idx",
+    )
+    kept = (
+        spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
+        .filter(
+            (pl.col("idx") >= pl.col("lo"))
+            & (pl.col("idx") < pl.col("hi"))
+            & pl.col("idx").ne_missing(pl.col("task_idx"))  # in the fixed part already
+        )
+        .with_columns(
+            pl.when(pl.col("tool_call_id").is_not_null())
+            .then(pl.min_horizontal(_tokens(), pl.lit(PREVIEW_TOKENS)))
+            .otherwise(_tokens())
+            .alias("tokens")
+        )
+        .group_by("compaction_id")
+        .agg(pl.col("tokens").sum().alias("tail_tokens"))
+    )
+    return (
+        base.select("compaction_id", "fixed_tokens", "newest_tokens")
+        .join(kept, on="compaction_id", how="left")
         .select(
             "compaction_id",
-            pl.col("idx").alias("burst_index"),
-            pl.col("role").alias("burst_role"),
-            pl.col("tool_name").alias("burst_tool"),
-            pl.col("tokens").alias("burst_tokens"),
+            (
+                pl.col("fixed_tokens")
+                + pl.max_horizontal(pl.col("tail_tokens"), pl.col("newest_tokens")).fill_null(0)
+            ).alias("floor_tokens"),
         )
-        .join(newest, on="compaction_id", how="left")
     )
 
 

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from analytics.jobs.causes import UNAVOIDABLE
+
 
 def _pct(value: float | None) -> str:
     return "an unknown share" if value is None else f"{value:.0%}"
@@ -31,22 +33,62 @@ def _manual(row: Mapping[str, Any]) -> str:
 
 
 def _fixed(row: Mapping[str, Any]) -> str:
-    least = row.get("smallest_prompt_tokens")
+    least, missing = row.get("smallest_prompt_tokens"), row.get("history_missing_tokens")
     reported = f"; the provider counted no prompt of it under {least:,} tokens" if least else ""
+    if least and missing:
+        reported = (
+            f"; the smallest prompt the provider counted was {least:,} tokens, about "
+            f"{missing:,} of them history this transcript does not hold (it starts mid-session)"
+        )
     window = row.get("context_window")
-    fixed, newest = row.get("fixed_tokens") or 0, row.get("newest_tokens") or 0
+    fixed = row.get("fixed_tokens") or 0
     share = fixed / window if window else None
-    turn = (
-        f", and the newest turn's own words add {newest:,} tokens no compaction can remove"
-        if newest and window and fixed < (row.get("threshold") or 1.0) * window
-        else ""
-    )
     return (
         f"The prompt every turn carries (system prompt, harness overhead, reserve and task) is "
         f"{_tokens(fixed)} tokens{reported}: {_pct(share)} of the {_tokens(window)}-token "
-        f"window{turn}, at or over the Emergency threshold ({_pct(row.get('threshold'))}). No "
-        f"config avoids it: use a window of at least {_tokens(row.get('window_needed'))} tokens "
-        "(where it stays under Warn)."
+        f"window, at or over the Emergency threshold ({_pct(row.get('threshold'))}). "
+        f"{_unavoidable(row)} (where it stays under Warn)."
+    )
+
+
+def _unavoidable(row: Mapping[str, Any]) -> str:
+    return (
+        f"No config avoids it: use a window of at least {_tokens(row.get('window_needed'))} tokens"
+    )
+
+
+def _history(row: Mapping[str, Any]) -> str:
+    return (
+        f"This transcript starts mid-session: about {_tokens(row.get('history_missing_tokens'))} "
+        "tokens of earlier history are not in the file, yet every prompt the provider counted "
+        f"held them. With them the prompt at turn {row['turn']} was "
+        f"{_pct(row.get('ratio'))} of the window; no compaction of the file's messages can "
+        f"take them out. {_unavoidable(row)}."
+    )
+
+
+def _large_turn(row: Mapping[str, Any]) -> str:
+    window = row.get("context_window")
+    fixed, newest = row.get("fixed_tokens") or 0, row.get("newest_tokens") or 0
+    share = (fixed + newest) / window if window else None
+    return (
+        f"Turn {row['turn']}'s own words (the model's reply and the user's message: "
+        f"{newest:,} tokens, which no compaction can remove) and the prompt every turn carries "
+        f"({fixed:,} tokens) are {_pct(share)} of the window together, at or over the Emergency "
+        f"threshold ({_pct(row.get('threshold'))}). {_unavoidable(row)}."
+    )
+
+
+def _floor(row: Mapping[str, Any]) -> str:
+    window = row.get("context_window")
+    floor = row.get("floor_tokens") or 0
+    share = floor / window if window else None
+    return (
+        f"What no compaction takes out (the prompt every turn carries, the newest messages "
+        f"kept verbatim and the newest turn) is {floor:,} tokens, {_pct(share)} of the window, "
+        f"over the Soft threshold: every compaction leaves the context above it, so it grew to "
+        f"Emergency by turn {row['turn']}. {_unavoidable(row)} (where that floor stays under "
+        "Soft)."
     )
 
 
@@ -67,13 +109,15 @@ def _undercount(row: Mapping[str, Any]) -> str:
 
 
 def _burst(row: Mapping[str, Any]) -> str:
+    n = row.get("burst_messages") or 1
     tool = f" from {row['burst_tool']}" if row.get("burst_tool") else ""
+    what = "message" if n == 1 else "messages"
     share = row["burst_tokens"] / row["context_window"] if row.get("context_window") else None
     return (
-        f"One message added just before turn {row['turn']} (history #{row['burst_index']}, "
-        f"{row['burst_role']}{tool}) holds {_tokens(row.get('burst_tokens'))} tokens, "
-        f"{_pct(share)} of the window; it took the context from "
-        f"{_pct(row.get('prev_ratio'))} to {_pct(row.get('ratio'))}."
+        f"Turn {row['turn']}'s new {what} ({n} from history #{row['burst_index']}{tool}) "
+        f"added {_tokens(row.get('burst_tokens'))} tokens, {_pct(share)} of the window, in one "
+        f"step: the context went from {_pct(row.get('prev_ratio'))} to "
+        f"{_pct(row.get('ratio'))}."
     )
 
 
@@ -97,9 +141,12 @@ def _growth(row: Mapping[str, Any]) -> str:
 _SAY = {
     "manual": _manual,
     "fixed_prompt": _fixed,
+    "history_missing": _history,
+    "large_turn": _large_turn,
     "summarizer_failed": _failed,
     "undercount": _undercount,
     "burst": _burst,
+    "floor": _floor,
     "growth": _growth,
 }
 
@@ -116,7 +163,9 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
     burst = None
     if cause == "burst":
         burst = {
+            "turn": row.get("turn"),
             "history_index": row.get("burst_index"),
+            "messages": row.get("burst_messages"),
             "role": row.get("burst_role"),
             "tool_name": row.get("burst_tool"),
             "tokens": row.get("burst_tokens"),
@@ -124,9 +173,12 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "cause": cause,
         "explanation": _SAY[cause](row) if cause in _SAY else None,
-        "window_needed": row.get("window_needed") if cause == "fixed_prompt" else None,
+        "unavoidable": cause in UNAVOIDABLE,
+        "window_needed": row.get("window_needed") if cause in UNAVOIDABLE else None,
         "fixed_tokens": row.get("fixed_tokens"),
         "smallest_prompt_tokens": row.get("smallest_prompt_tokens"),
+        "history_missing_tokens": row.get("history_missing_tokens"),
+        "floor_tokens": row.get("floor_tokens"),
         "newest_tokens": row.get("newest_tokens"),
         "burst": burst,
         "error_code": row.get("error_code") if cause in ("summarizer_failed", "manual") else None,
@@ -143,12 +195,12 @@ def cause_keys(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def reconcile(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` (a post-mortem with its counterfactuals merged), its explanation made to agree
-    with them: a fixed prompt is replayed as a baseline only, and should a change ever be
+    with them: an unavoidable cause is replayed as a baseline only, and should a change ever be
     verified to avoid one, the words say so instead of "no config avoids it"."""
-    if item.get("cause") == "fixed_prompt" and item.get("smallest_change_verified"):
+    if item.get("cause") in UNAVOIDABLE and item.get("smallest_change_verified"):
         item["explanation"] = (
-            f"The prompt every turn carries was estimated at {_tokens(item.get('fixed_tokens'))} "
-            f"tokens, over the Emergency threshold, yet at turn {item['turn']} the change "
+            f"What no compaction takes out was estimated at {_tokens(item.get('fixed_tokens'))} "
+            f"tokens and over the threshold, yet at turn {item['turn']} the change "
             f"{item.get('smallest_change_detail') or item.get('smallest_change')} avoids this "
             "emergency (verified by replaying the whole session)."
         )
@@ -158,7 +210,7 @@ def reconcile(item: dict[str, Any]) -> dict[str, Any]:
 def fix_words(pm: Mapping[str, Any]) -> str:
     """What to change, in words, for a post-mortem (as ``postmortem --json`` gives it): the
     verified change, or why there is none. The CLI and the report print it alike."""
-    if pm.get("cause") == "fixed_prompt" and not pm.get("smallest_change_verified"):
+    if pm.get("cause") in UNAVOIDABLE and not pm.get("smallest_change_verified"):
         needed = pm.get("window_needed")
         return f"no config avoids it: a window of {needed:,}+ tokens" if needed else "none"
     status = str(pm.get("counterfactual_status") or "")

@@ -18,6 +18,7 @@ import polars as pl
 from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
+from analytics.jobs.causes import UNAVOIDABLE
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_dicts
 from analytics.jobs.postmortem_groups import fleet_summary, postmortem_groups
 from analytics.jobs.retention import (
@@ -169,7 +170,7 @@ def _one_counterfactual(
             system=system,
             estimator=None if usage else estimator,
             usage=usage,
-            search="baseline" if emergency.get("cause") == "fixed_prompt" else "full",
+            search="baseline" if emergency.get("cause") in UNAVOIDABLE else "full",
         )
     except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
         return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}

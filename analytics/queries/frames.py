@@ -60,7 +60,7 @@ def sessions_frame(store: EventStore, sessions: Sequence[str] | None = None) -> 
         f"""SELECT session_id, started_at, context_window, model, agent, parent_session_id,
               capture, source,
               {_THRESHOLDS},
-              CAST(config AS VARCHAR) AS config, deleted_at,
+              CAST(config AS VARCHAR) AS config, deleted_at, history_missing_tokens,
               (SELECT max(b.bytes) FROM message_blobs b
                WHERE b.sha256 = sessions.system_prompt_sha256) AS system_bytes
             FROM sessions {where} ORDER BY session_id""",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analytics.importers import ImportedSession
+from analytics.importers.history import Visible, missing_history_tokens
 from compactor import (
     CompactionRecord,
     CompactionSession,
@@ -97,8 +98,12 @@ def replay_session(
     msgs = imported.messages
     system = msgs[0] if msgs and msgs[0].role == "system" else None
     sid = session_id or imported.session_id
+    missing = missing_history_tokens(imported)
+    visible = Visible(imported) if missing else None
+    estimator: OverheadCalibratedEstimator | None = None
     if calibrate and imported.usage:
-        compactor = compactor.for_session(sid, estimator=OverheadCalibratedEstimator())
+        estimator = OverheadCalibratedEstimator()
+        compactor = compactor.for_session(sid, estimator=estimator)
     session = CompactionSession(
         compactor,
         system,
@@ -112,6 +117,7 @@ def replay_session(
         metadata={
             "source_path": imported.source_path,
             "format": imported.format,
+            **({"history_missing_tokens": missing} if missing else {}),
             **(metadata or {}),
         },
     )
@@ -126,6 +132,9 @@ def replay_session(
             if on_view is not None:
                 on_view(i, view, record)
             usage = imported.usage_at(i)
+            if visible and estimator and usage is not None and usage.input_tokens:
+                # the history the file lacks is not overhead once a prompt shows less of it
+                estimator.bound_overhead(usage.input_tokens - visible(usage))
             # after the harness's own compaction the report is of its view, not the history
             if usage is not None and usage.input_tokens and usage.prompt == "history":
                 session.observe_usage(

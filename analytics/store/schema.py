@@ -23,7 +23,7 @@ STORE_SCHEMA_VERSION = 6
 4: compactions carry their origin and harness. 5: a quarantined line's key includes the host
 that read it (several hosts write one lake; their spool files may share names). 6: usage rows
 carry the turn they report on (``turns.turn``; before, the history length, now
-``history_messages``)."""
+``history_messages``); sessions carry ``history_missing_tokens``."""
 DB_NAME = "compactlens.duckdb"
 
 

@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     session_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, context_window BIGINT,
     model VARCHAR, agent VARCHAR, parent_session_id VARCHAR, capture VARCHAR, source VARCHAR,
     config JSON, system_prompt_sha256 VARCHAR, metadata JSON, deleted_at TIMESTAMPTZ,
-    seq BIGINT, event_id VARCHAR);
+    seq BIGINT, event_id VARCHAR, history_missing_tokens BIGINT);
 CREATE TABLE IF NOT EXISTS session_deletions (
     session_id VARCHAR, occurred_at TIMESTAMPTZ, event_id VARCHAR);
 CREATE TABLE IF NOT EXISTS message_blobs (
@@ -210,7 +210,8 @@ _STARTS: tuple[str, ...] = (
              ELSE payload->>'system_prompt_sha256' END,
         payload->'metadata',
         (SELECT max(d.occurred_at) FROM session_deletions d WHERE d.session_id = b.session_id),
-        b.seq, b.event_id
+        b.seq, b.event_id,
+        TRY_CAST(payload->'metadata'->>'history_missing_tokens' AS BIGINT)
       FROM batch_starts b
       WHERE NOT EXISTS (
         SELECT 1 FROM sessions s WHERE s.session_id = b.session_id

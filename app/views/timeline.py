@@ -21,7 +21,7 @@ import streamlit as st
 from analytics import THRESHOLDS, timeline_figure, turn_cost_figure
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, PAGE_FILES, link, marker_label, paginate, pick
-from app.words import move_sentence
+from app.words import missing_history_sentence, move_sentence
 
 MAX_NOTES = 5  # arrows on the chart; every move is still said under it
 
@@ -87,6 +87,9 @@ def render() -> None:
         return
     session = frame("sessions", sid)
     st.text(sid)
+    missing = missing_history_sentence(session.row(0, named=True).get("history_missing_tokens"))
+    if missing:
+        st.warning(missing)
     turns = frame("timeline", sid)
     markers = frame("markers", sid)
     if turns.height == 0:

@@ -8,14 +8,16 @@ compaction) the page says how to import one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import streamlit as st
 
+from analytics.store import EventStore
 from tests.app.fixtures import FixtureHome
-from tests.app.native import FILES, NativeHome, build_native_home
+from tests.app.native import FILES, NATIVE, NativeHome, build_native_home
 from tests.app.pages import link_params, open_page, shown
 
 
@@ -120,3 +122,26 @@ def test_a_store_without_native_compactions_says_how_to_import_them(
     for words in ("Claude Code", "Codex", "OpenHands", "compactlens import"):
         assert words in said
     assert not at.selectbox
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_a_session_that_starts_mid_way_says_so_with_the_missing_history(
+    on_native: NativeHome, file: str
+) -> None:
+    """Both files begin with a line whose parent they do not hold (read here from the raw
+    JSONL); the timeline says how much history is missing, the figure the store holds."""
+    lines = [json.loads(x) for x in (NATIVE / file).read_text(encoding="utf-8").splitlines()]
+    uuids = {obj.get("uuid") for obj in lines}
+    assert lines[0].get("parentUuid") not in (None, *uuids)
+    sid = on_native.session_of(file)
+    st.cache_resource.clear()  # the owner an earlier page opened, so this test can read
+    with EventStore.for_home(on_native.home, read_only=True) as store:
+        missing = store.query(
+            "SELECT history_missing_tokens FROM sessions WHERE session_id = ?", [sid]
+        ).item()
+    assert missing and missing > 10_000
+
+    at = open_page("timeline", session=sid)
+
+    warnings = [w.value for w in at.warning]
+    assert any(f"about {missing:,} tokens of earlier history" in w for w in warnings), warnings

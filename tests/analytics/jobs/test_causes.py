@@ -30,6 +30,7 @@ class Case:
     estimator: str = "bytes/4"
     error_codes: list[str] = field(default_factory=list)
     system_bytes: int | None = None
+    history_missing: int | None = None
     usage: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     """(seq, input_tokens, estimated_input_tokens, raw_estimated_tokens, history_messages):
     the history length the prompt was sent with, as in the store"""
@@ -83,9 +84,14 @@ def _frames(cases: list[Case]) -> dict[str, pl.DataFrame]:
             "emergency": [0.95] * len(cases),
             "reserve_tokens": [0] * len(cases),
             "system_bytes": [c.system_bytes for c in cases],
+            "history_missing_tokens": [c.history_missing for c in cases],
             "deleted_at": [None] * len(cases),
         },
-        schema_overrides={"system_bytes": pl.Int64, "deleted_at": pl.Datetime("us", "UTC")},
+        schema_overrides={
+            "system_bytes": pl.Int64,
+            "history_missing_tokens": pl.Int64,
+            "deleted_at": pl.Datetime("us", "UTC"),
+        },
     )
     usage_schema = {
         "session_id": pl.String,
@@ -130,31 +136,61 @@ def test_system_and_task_over_the_threshold_are_a_fixed_prompt_with_the_window_n
 
 
 def test_prompts_the_provider_counted_over_the_threshold_are_a_fixed_prompt() -> None:
-    # the transcript holds 40 bytes; the harness sent 960 and 980 tokens (hidden system, tools)
+    # the transcript holds 40 bytes; the harness sent 960 and 980 tokens (hidden system,
+    # tools), which the calibrated estimator learned as a 950-token overhead
     case = Case("r", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
+    case.estimator = "bytes/4*1.000+950"
     case.usage = [(2, 960, 10, 10, 1), (12, 980, 970, 20, 3)]
     found = _one(case)
-    assert (found["cause"], found["fixed_tokens"]) == ("fixed_prompt", 960)
-    assert found["window_needed"] > WINDOW
+    assert (found["cause"], found["fixed_tokens"]) == ("fixed_prompt", 960)  # 10 + 950
+    assert found["unavoidable"] and found["window_needed"] > WINDOW
     assert "the provider counted no prompt of it under 960 tokens" in found["explanation"]
 
 
 def test_a_prompt_that_shrank_later_bounds_the_fixed_part() -> None:
     # the first prompt was 990 tokens, the second only 500 (the harness dropped a repo map)
     case = Case("k", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
+    case.estimator = "bytes/4*1.000+980"
     case.usage = [(2, 990, 10, 10, 1), (12, 500, 970, 20, 3)]
     found = _one(case)
     assert found["fixed_tokens"] == 500
     assert found["cause"] != "fixed_prompt"
 
 
-def test_the_fixed_prompt_counts_the_newest_turns_own_words_but_not_its_tool_results() -> None:
+def test_usage_that_starts_late_never_raises_the_fixed_part() -> None:
+    # an agent reported usage only from its last turn, of a 970-token prompt: that says how
+    # big the context was, not that 970 tokens are fixed (the estimate is 10: the task)
+    case = Case("late", [(1, 500, 1), (2, 970, 3)], [("user", 40, None)] * 3)
+    case.usage = [(12, 970, 970, 970, 3)]
+    found = _one(case)
+    assert found["fixed_tokens"] == 10
+    assert found["cause"] == "growth" and found["window_needed"] is None
+
+
+def test_history_the_transcript_lacks_is_said_and_never_counted_as_fixed() -> None:
+    # the file starts mid-session: 920 tokens of history it does not hold were in every prompt
+    # the provider counted (the smallest 940), and the estimator carried them as overhead
+    case = Case("mid", [(1, 940, 1), (2, 970, 3)], [("user", 40, None)] * 3)
+    case.estimator, case.history_missing = "bytes/4*1.000+930", 920
+    case.usage = [(2, 940, 10, 10, 1), (12, 960, 940, 20, 3)]
+    found = _one(case)
+    assert found["fixed_tokens"] == 940 - 920  # never more than the smallest report less it
+    assert found["fixed_tokens"] <= found["smallest_prompt_tokens"]
+    assert found["cause"] == "history_missing" and found["unavoidable"]
+    assert found["history_missing_tokens"] == 920
+    assert "starts mid-session: about 920 tokens" in found["explanation"]
+    # carried: 20 fixed + 920 history (under Warn), and the newest turn's 20 (under Emergency)
+    assert found["window_needed"] == max(940 * 10 // 6 + 1, 960 * 100 // 95 + 1)
+
+
+def test_the_newest_turns_words_over_the_threshold_with_the_fixed_part_are_a_large_turn() -> None:
     # fixed 900; the last turn added an assistant reply of 60 tokens and a 2000-token result
     msgs = [("user", 400, None), ("assistant", 240, None), ("tool", 8000, "t1")]
     case = Case("n", [(1, 900, 1), (2, 1000, 3)], msgs, system_bytes=3200)
     found = _one(case)
     assert (found["fixed_tokens"], found["newest_tokens"]) == (900, 60)
-    assert found["cause"] == "fixed_prompt"  # 900 + 60 >= 950: no compaction makes room
+    assert found["cause"] == "large_turn"  # 900 + 60 >= 950: no compaction makes room
+    assert found["unavoidable"]
     assert found["window_needed"] == 1501  # 900 / 0.6 = 1500 (under Warn); 960 / 0.95 = 1010.5
 
 
@@ -178,17 +214,38 @@ def test_an_estimator_that_moved_up_past_the_threshold_is_an_undercount() -> Non
     assert "from 1.00 to 2.00" in found["explanation"] and "48%" in found["explanation"]
 
 
-def test_one_large_message_in_the_last_turn_is_a_burst() -> None:
-    msgs = [("user", 400, None), ("assistant", 400, None), ("tool", 2800, "t1")]
-    found = _one(Case("b", [(1, 300, 1), (2, 990, 3)], msgs))
+def test_the_turns_new_messages_together_are_the_burst() -> None:
+    # three parallel results of one turn after its reply; none alone holds 25% of the window
+    msgs = [("user", 400, None), ("assistant", 400, None), ("tool", 960, "t1"),
+            ("tool", 280, "t2"), ("tool", 980, "t3")]  # fmt: skip
+    found = _one(Case("b", [(1, 300, 1), (2, 990, 5)], msgs))
+    sizes = [size // 4 for _role, size, _call in msgs[1:]]
+    assert max(sizes) / WINDOW < 0.25
     assert found["cause"] == "burst"
     assert found["burst"] == {
-        "history_index": 2,
+        "turn": 2,
+        "history_index": 1,
+        "messages": 4,
         "role": "tool",
         "tool_name": "bash",
-        "tokens": 700,
+        "tokens": sum(sizes),
     }
-    assert "holds 700 tokens, 70% of the window" in found["explanation"]
+    assert (
+        f"added {sum(sizes):,} tokens, {sum(sizes) / WINDOW:.0%} of the window"
+        in (found["explanation"])
+    )
+
+
+def test_a_floor_over_soft_after_every_compaction_is_unavoidable() -> None:
+    # the six newest messages are model replies of 150 tokens: 900 kept verbatim, over Soft;
+    # the last turn added one of them (15%, after a turn at Full: no burst)
+    msgs: list[tuple[str, int, str | None]] = [("user", 40, None), *[("assistant", 600, None)] * 6]
+    case = Case("fl", [(1, 800, 6), (2, 960, 7)], msgs)
+    case.earlier = [(4, 2, 900, 800)]
+    found = _one(case)
+    assert found["floor_tokens"] == 10 + 6 * 150  # the task, then the six newest
+    assert found["cause"] == "floor" and found["unavoidable"]
+    assert found["window_needed"] == (10 + 6 * 150) * 10 // 7 + 1
 
 
 def test_steady_growth_past_earlier_compactions_is_growth_with_their_ratios() -> None:
