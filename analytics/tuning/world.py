@@ -19,6 +19,7 @@ here prices or writes files.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -150,15 +151,36 @@ class SessionWorld:
         return low
 
 
+_WORLDS: dict[tuple[str, int], tuple[ImportedSession, SessionWorld]] = {}
+"""The worlds made in this process, by session id and reserve, beside the session they are of
+(every rival of a run needs the same one; an entry is used only for that very session)."""
+MAX_WORLDS = 1024
+_WORLDS_LOCK = threading.Lock()  # Dask may run a worker's tasks in threads
+
+
 def session_world(
     session: ImportedSession, *, calibrate: bool = True, reserve_tokens: int = 0
 ) -> SessionWorld:
     """The world ``session`` is replayed in: with ``calibrate`` and usage in the transcript, the
     estimator a ``replay`` of it has before each turn (a copy taken then) and the cost model's
     calibration; else bytes / 4. ``reserve_tokens`` is the config's (the estimator is fed the
-    reported prompt against the estimate plus that reserve)."""
+    reported prompt against the estimate plus that reserve). Kept for the next strategy."""
     if not calibrate or not session.usage:
         return SessionWorld()
+    key = (session.session_id, reserve_tokens)
+    with _WORLDS_LOCK:
+        kept = _WORLDS.get(key)
+    if kept is not None and kept[0] is session:
+        return kept[1]
+    world = _replayed_world(session, reserve_tokens)
+    with _WORLDS_LOCK:
+        while len(_WORLDS) >= MAX_WORLDS:
+            del _WORLDS[next(iter(_WORLDS))]
+        _WORLDS[key] = (session, world)
+    return world
+
+
+def _replayed_world(session: ImportedSession, reserve_tokens: int) -> SessionWorld:
     never = WatchedCompactor(
         ExtractiveSummarizer(), 0, config=CompactorConfig(reserve_tokens=reserve_tokens)
     )  # a window of 0 never compacts: the views are the history
