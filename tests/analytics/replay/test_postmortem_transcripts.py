@@ -4,8 +4,9 @@ The truth comes from the transcripts, read here: the prompts their providers rep
 replayed turn is an assistant message of the transcript, and its usage says how large the
 prompt was). A post-mortem whose every reported prompt up to its turn was at least 95% of the
 window must have a cause no config avoids with a ``window_needed`` above the window; every
-post-mortem has a cause and a sentence; the lead-up ends on the emergency turn at or above the threshold.
-Those hold for every emergency (``postmortem --json --no-counterfactuals`` on the whole store).
+post-mortem has a cause and a sentence; the lead-up ends on the emergency turn at or above the
+threshold. Those hold for every emergency (``postmortem --json --no-counterfactuals`` on the
+whole store).
 
 The counterfactual search (replays of each emergency's lead-up under config changes) is checked
 on a sample that covers every cause and outcome: every session but the few with many emergencies
