@@ -65,6 +65,7 @@ from compactor.tokens import (
     TokenEstimator,
     estimate_tokens,
     estimate_tool_schema_tokens,
+    message_bytes,
 )
 
 __all__ = [
@@ -119,6 +120,7 @@ __all__ = [
     "format_notification",
     "from_openai",
     "merge_anchors",
+    "message_bytes",
     "messages_from_anthropic",
     "messages_from_openai",
     "messages_to_anthropic",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from analytics.importers.native import view_tokens
 from analytics.importers.session import ImportedSession, TurnUsage
-from compactor.tokens import ByteEstimator, message_bytes
+from compactor import ByteEstimator, message_bytes
 
 USUAL_OVERHEAD: dict[str, tuple[int, int]] = {
     "claude-code": (11_000, 60_000),
