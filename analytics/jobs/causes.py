@@ -6,11 +6,11 @@ The causes, tried in this order (the first that holds is the cause):
 - ``manual``: the compaction was a manual ``/compact`` (trigger ``manual``) that ended in
   Emergency.
 - ``fixed_prompt``: what every prompt of the session carries, whatever the config does, reaches
-  the Emergency threshold by itself: the system prompt, the harness's hidden overhead (learned
-  by the calibrated estimator) and the reserve, plus the task (``fixed_tokens``: the estimate
-  of that through the estimator the emergency was decided with, bounded by the smallest prompt
-  the provider reported in the session, less the history the transcript lacks, plus the
-  reserve; the smallest report bounds it from above and never raises it). ``window_needed``
+  the Emergency threshold by itself: the system prompt, the harness's hidden overhead and the
+  reserve, plus the task (``fixed_tokens``: the system and task bytes with the smallest hidden
+  part any provider report up to it showed, bounded by the smallest prompt reported, both less
+  the history the transcript lacks; without usage, the estimate through the estimator the
+  emergency was decided with; plus the reserve). ``window_needed``
   is the smallest window at which the fixed part stays under Warn and, with the newest turn,
   under Emergency.
 - ``history_missing``: the transcript starts mid-session (``sessions.history_missing_tokens``)
@@ -32,11 +32,12 @@ The causes, tried in this order (the first that holds is the cause):
   role and tools of the largest), hold at least ``BURST_SHARE`` of the window, or at least
   ``PUSH_SHARE`` while the previous turn was below Full (no compaction could have run) and
   without them the turn would have stayed below Emergency.
-- ``floor``: the context grew back, but what no compaction takes out (``floor_tokens``: the
-  fixed part, the newest turn's own words and the ``min_tail_messages`` newest messages kept
-  verbatim, tool results among them at most an offload preview) is over the Soft threshold:
-  every compaction leaves it there, so growth reaches Emergency whatever the thresholds.
-  ``window_needed`` is where the floor stays under Soft.
+- ``floor``: what no config's compaction takes out (``floor_tokens``: the fixed part and the
+  newest exchange, the smallest tail any config keeps, its tool results counted as their
+  offload preview) is over the Soft threshold: every compaction leaves the context there, so
+  growth reaches Emergency whatever the thresholds. Tried right after
+  ``large_turn`` when the floor is over Emergency itself (model replies larger than the
+  window), else just before ``growth``. ``window_needed`` is where the floor stays under Soft.
 - ``growth``: none of the above: the context grew turn by turn and the Soft/Full compactions
   before it (``growth_compactions``: their tier and ratios before and after) did not bring it
   down far enough.
@@ -70,10 +71,8 @@ CAUSES = (
 )
 UNAVOIDABLE = ("fixed_prompt", "history_missing", "large_turn", "floor")
 """Causes no config avoids at the session's window (``window_needed`` says which would)."""
-PREVIEW_TOKENS = 1_000
-"""What a tool result in the kept tail costs at least once offloaded: its preview (the
-default 4,000 characters)."""
-DEFAULT_MIN_TAIL = 6
+DEFAULT_PREVIEW_CHARS = 4_000
+"""What an offload placeholder keeps of a result when the session's config does not say."""
 BURST_SHARE = 0.25
 PUSH_SHARE = 0.10
 UNDERCOUNT_FACTOR = 1.25
@@ -197,6 +196,7 @@ def emergency_causes(
         & (pl.col("ratio") - burst_share < pl.col("emergency"))
     )
     floor = pl.col("floor_tokens") >= pl.col("soft") * window
+    floor_over = pl.col("floor_tokens") >= at_emergency
     cause = (
         pl.when(pl.col("trigger") == "manual")
         .then(pl.lit("manual"))
@@ -206,6 +206,8 @@ def emergency_causes(
         .then(pl.lit("history_missing"))
         .when(large_turn.fill_null(False))
         .then(pl.lit("large_turn"))
+        .when(floor_over.fill_null(False))
+        .then(pl.lit("floor"))
         .when(failed)
         .then(pl.lit("summarizer_failed"))
         .when(under.fill_null(False))
@@ -305,30 +307,45 @@ def _tasks(messages: pl.DataFrame) -> pl.DataFrame:
 
 def _fixed(base: pl.DataFrame, usage: pl.DataFrame | None) -> pl.DataFrame:
     """compaction_id, fixed_tokens, smallest_prompt_tokens, carried_history: what every prompt
-    carries. Every prompt holds the fixed part, so the smallest prompt the provider reported in
-    the session, less the history the transcript lacks (every report holds that too), bounds
-    it from above: a prompt that shrank later (a harness that drops its repo map) counts, and a
-    report never raises the estimate (usage that starts late says nothing of the fixed part).
-    ``carried_history``: how much of the missing history the estimate held at this turn (the
-    calibrated estimator takes it as overhead until a smaller prompt shows it is not)."""
-    out = base
-    if usage is not None and not usage.is_empty():
-        smallest = (
-            conform(usage, _USAGE_SCHEMA)
-            .filter(pl.col("input_tokens") > 0)
-            .group_by("session_id")
-            .agg(pl.col("input_tokens").min().alias("smallest_prompt_tokens"))
-        )
-        out = out.join(smallest, on="session_id", how="left")
-    else:
-        out = out.with_columns(pl.lit(None, pl.Int64).alias("smallest_prompt_tokens"))
+    carries up to the emergency's turn.
+
+    Without usage it is the estimate of system and task bytes through the emergency's
+    estimator. With usage it is measured: each report's prompt less the byte estimate of what
+    it held (``raw_estimated_tokens``) is the harness's hidden part, and the smallest such gap
+    up to the turn, with the system and task bytes, is the fixed part (a report from late in a
+    session says the same as one from its start, and nothing more). It is bounded by the
+    smallest prompt reported up to the turn (every prompt holds it; a harness that sent its
+    repo map until it dropped it had it fixed until then). A transcript that starts
+    mid-session has its missing history in every report: it is taken out of both.
+    ``carried_history``: how much of that history the estimator held as overhead at the turn
+    (it learns it as overhead until a smaller prompt shows it is not)."""
     raw = (pl.col("system_bytes").fill_null(0) + pl.col("task_bytes").fill_null(0)) // (
         BYTES_PER_TOKEN
     )
     estimated = (raw * pl.col("slope") + pl.col("overhead")).floor().cast(pl.Int64)
     missing = pl.col("history_missing_tokens").fill_null(0)
-    bound = (pl.col("smallest_prompt_tokens") - missing).clip(lower_bound=0)
-    fixed = pl.min_horizontal(estimated, bound)
+    if usage is not None and not usage.is_empty():
+        reports = conform(usage, _USAGE_SCHEMA).filter(pl.col("input_tokens") > 0)
+        gap = pl.col("input_tokens") - pl.coalesce("raw_estimated_tokens", "input_tokens")
+        found = (
+            base.select("compaction_id", "session_id", "em_history")
+            .join(reports, on="session_id")
+            .filter(pl.col("history_messages") <= pl.col("em_history"))
+            .group_by("compaction_id")
+            .agg(
+                pl.col("input_tokens").min().alias("smallest_prompt_tokens"),
+                gap.min().alias("hidden"),
+            )
+        )
+        out = base.join(found, on="compaction_id", how="left")
+    else:
+        out = base.with_columns(
+            pl.lit(None, pl.Int64).alias("smallest_prompt_tokens"),
+            pl.lit(None, pl.Int64).alias("hidden"),
+        )
+    measured = raw + pl.col("hidden") - missing
+    bound = pl.col("smallest_prompt_tokens") - missing
+    fixed = pl.min_horizontal(pl.coalesce(measured, estimated), bound).clip(lower_bound=0)
     return out.select(
         "compaction_id",
         (fixed + pl.col("reserve")).cast(pl.Int64).alias("fixed_tokens"),
@@ -387,6 +404,7 @@ def _added(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         pl.col("em_history").alias("hi"),
         "slope",
         "task_idx",
+        *(["cap"] if "cap" in base.columns else []),
     )
     return (
         spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
@@ -434,43 +452,30 @@ def _burst(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
 
 
 def _floor(base: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
-    """compaction_id, floor_tokens: what no compaction takes out of the emergency's view — the
-    fixed part, the newest turn's own words, and the ``min_tail_messages`` newest messages
-    (the session's config; tool results among them count as an offload preview at most)."""
-    tail = pl.col("config").str.json_path_match("$.min_tail_messages").cast(pl.Int64)
-    spans = base.select(
-        "compaction_id",
-        "session_id",
-        (pl.col("em_history") - tail.fill_null(DEFAULT_MIN_TAIL)).alias("lo"),
-        pl.col("em_history").alias("hi"),
-        "slope",
-        "task_idx",
-    )
+    """compaction_id, floor_tokens: what no config's compaction takes out of the emergency's
+    view — the fixed part and the newest exchange (the messages added since the previous
+    turn: the smallest tail any config keeps, one message with its tool pairs whole), its tool
+    results counted as the offload preview the session's config would leave of them."""
+    preview = pl.col("config").str.json_path_match("$.preview_chars").cast(pl.Int64)
+    cap = (preview.fill_null(DEFAULT_PREVIEW_CHARS) // BYTES_PER_TOKEN).alias("cap")
     kept = (
-        spans.join(conform(messages, _MESSAGE_SCHEMA), on="session_id")
-        .filter(
-            (pl.col("idx") >= pl.col("lo"))
-            & (pl.col("idx") < pl.col("hi"))
-            & pl.col("idx").ne_missing(pl.col("task_idx"))  # in the fixed part already
-        )
+        _added(base.with_columns(cap), messages)
+        .filter(pl.col("idx").ne_missing(pl.col("task_idx")))  # in the fixed part already
         .with_columns(
             pl.when(pl.col("tool_call_id").is_not_null())
-            .then(pl.min_horizontal(_tokens(), pl.lit(PREVIEW_TOKENS)))
-            .otherwise(_tokens())
-            .alias("tokens")
+            .then(pl.min_horizontal(pl.col("tokens"), pl.col("cap")))
+            .otherwise(pl.col("tokens"))
+            .alias("kept")
         )
         .group_by("compaction_id")
-        .agg(pl.col("tokens").sum().alias("tail_tokens"))
+        .agg(pl.col("kept").sum().alias("exchange_tokens"))
     )
     return (
-        base.select("compaction_id", "fixed_tokens", "newest_tokens")
+        base.select("compaction_id", "fixed_tokens")
         .join(kept, on="compaction_id", how="left")
         .select(
             "compaction_id",
-            (
-                pl.col("fixed_tokens")
-                + pl.max_horizontal(pl.col("tail_tokens"), pl.col("newest_tokens")).fill_null(0)
-            ).alias("floor_tokens"),
+            (pl.col("fixed_tokens") + pl.col("exchange_tokens").fill_null(0)).alias("floor_tokens"),
         )
     )
 

@@ -83,12 +83,17 @@ def _floor(row: Mapping[str, Any]) -> str:
     window = row.get("context_window")
     floor = row.get("floor_tokens") or 0
     share = floor / window if window else None
+    over = (
+        "over the Emergency threshold itself: no compaction could bring it under"
+        if share is not None and share >= (row.get("threshold") or 1.0)
+        else "over the Soft threshold: every compaction leaves the context above it, so it "
+        "grew to Emergency"
+    )
     return (
-        f"What no compaction takes out (the prompt every turn carries, the newest messages "
-        f"kept verbatim and the newest turn) is {floor:,} tokens, {_pct(share)} of the window, "
-        f"over the Soft threshold: every compaction leaves the context above it, so it grew to "
-        f"Emergency by turn {row['turn']}. {_unavoidable(row)} (where that floor stays under "
-        "Soft)."
+        f"What no compaction takes out at turn {row['turn']} (the prompt every turn carries "
+        f"and the newest exchange, its tool results as offload previews) is {floor:,} tokens, "
+        f"{_pct(share)} of the window, {over}. {_unavoidable(row)} (where that floor stays "
+        "under Soft)."
     )
 
 
@@ -197,6 +202,15 @@ def reconcile(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` (a post-mortem with its counterfactuals merged), its explanation made to agree
     with them: an unavoidable cause is replayed as a baseline only, and should a change ever be
     verified to avoid one, the words say so instead of "no config avoids it"."""
+    if item.get("window_verified") and item.get("cause") not in UNAVOIDABLE:
+        tried = sum(
+            1 for c in item.get("counterfactuals") or [] if c.get("emergency_avoided") is False
+        )
+        item["explanation"] = (
+            f"{item['explanation']} None of the {tried} config changes tried avoids it at this "
+            f"window; a window of {_tokens(item.get('window_needed'))} tokens does (verified by "
+            "replaying the whole session)."
+        )
     if item.get("cause") in UNAVOIDABLE and item.get("smallest_change_verified"):
         item["explanation"] = (
             f"What no compaction takes out was estimated at {_tokens(item.get('fixed_tokens'))} "
@@ -210,9 +224,13 @@ def reconcile(item: dict[str, Any]) -> dict[str, Any]:
 def fix_words(pm: Mapping[str, Any]) -> str:
     """What to change, in words, for a post-mortem (as ``postmortem --json`` gives it): the
     verified change, or why there is none. The CLI and the report print it alike."""
-    if pm.get("cause") in UNAVOIDABLE and not pm.get("smallest_change_verified"):
+    unavoidable = pm.get("cause") in UNAVOIDABLE or pm.get("window_verified")
+    if unavoidable and not pm.get("smallest_change_verified"):
         needed = pm.get("window_needed")
-        return f"no config avoids it: a window of {needed:,}+ tokens" if needed else "none"
+        verified = " (verified)" if pm.get("window_verified") else ""
+        return (
+            f"no config avoids it: a window of {needed:,}+ tokens{verified}" if needed else "none"
+        )
     status = str(pm.get("counterfactual_status") or "")
     if status.startswith("unavailable"):
         return status

@@ -171,6 +171,7 @@ def _one_counterfactual(
             estimator=None if usage else estimator,
             usage=usage,
             search="baseline" if emergency.get("cause") in UNAVOIDABLE else "full",
+            history_missing_tokens=int(session.get("history_missing_tokens") or 0),
         )
     except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
         return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}

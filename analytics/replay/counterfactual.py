@@ -28,7 +28,7 @@ import json
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,7 +55,11 @@ from compactor import (
 
 Search = Literal["full", "singles", "baseline"]
 MAX_REPLAYS = 24
-"""Replays per emergency at most, the baseline and the verification included."""
+"""Replays per emergency at most, the baseline and the verification included (the search for
+a larger window, when no change avoids it, comes on top: two replays per window at most)."""
+WINDOW_FACTORS = (1.25, 1.5, 2.0, 3.0, 4.0)
+"""The larger windows tried, as multiples of the session's, when no config change avoids an
+emergency: the smallest that does is its ``window_needed``."""
 _SESSION_ID = "counterfactual"
 _METADATA_ONLY = "counterfactuals need content; this session was captured as metadata"
 
@@ -101,6 +105,9 @@ class CounterfactualReport:
     verified: bool | None = None
     replays: int = 1
     search: Search = "full"
+    window_needed: int | None = None
+    """When no change avoids it: the smallest of ``WINDOW_FACTORS`` times the window at which
+    the session's own config avoids it, verified by replaying the whole session there."""
 
     @property
     def reproduced(self) -> bool:
@@ -145,6 +152,11 @@ class CounterfactualReport:
             "skipped": [{"change": name, "reason": why} for name, why in self.skipped],
             "replays": self.replays,
             "search": self.search,
+            **(
+                {"window_needed": self.window_needed, "window_verified": True, "unavoidable": True}
+                if self.window_needed
+                else {}
+            ),
         }
 
 
@@ -159,6 +171,9 @@ class Setting:
     """Provider usage of the uncompacted prompt, keyed by index into ``[system, *history]``."""
     summarizer: Summarizer | None = None
     estimator: TokenEstimator | None = None
+    history_missing_tokens: int = 0
+    """History the session's transcript lacks (``sessions.history_missing_tokens``): the
+    replays calibrate as the session's own replay did."""
 
 
 def replay_prefix(
@@ -200,7 +215,13 @@ def replay_prefix(
         billed[0] += compactor.tokens(view)
         last[0] = record.tokens_after if record.effective else record.tokens_before
 
-    replay_session(imported, compactor, on_view=on_view, calibrate=bool(setting.usage))
+    replay_session(
+        imported,
+        compactor,
+        on_view=on_view,
+        calibrate=bool(setting.usage),
+        history_missing_tokens=setting.history_missing_tokens,
+    )
     emergencies = frozenset(
         turn
         for turn, record in seen
@@ -256,6 +277,7 @@ def counterfactuals(
     usage: Sequence[TurnUsage] = (),
     search: Search = "full",
     max_replays: int = MAX_REPLAYS,
+    history_missing_tokens: int = 0,
 ) -> CounterfactualReport:
     """The baseline and the changes of ``config`` over the prefix, then the verification.
 
@@ -271,7 +293,9 @@ def counterfactuals(
             "messages; pass the history_messages of the emergency's turn"
         )
     chosen = summarizer or ExtractiveSummarizer()
-    setting = Setting(history, context_window, system, usage, chosen, estimator)
+    setting = Setting(
+        history, context_window, system, usage, chosen, estimator, history_missing_tokens
+    )
     spec = summarizer_spec(ProgressiveCompactor(chosen, context_window, config=config))
     changes, skipped = catalogue(config)
     baseline = _run(setting, Change("baseline", "the session's config", config), emergency_index)
@@ -296,7 +320,30 @@ def counterfactuals(
             baseline.turns not in whole.emergency_turns
             and whole.emergency_turns <= baseline.emergency_turns | _after(baseline.turns, whole)
         )
+    elif search == "full" and report.reproduced:
+        report.window_needed = _smallest_window(setting, config, emergency_index, report)
     return report
+
+
+def _smallest_window(
+    setting: Setting, config: CompactorConfig, end: int, report: CounterfactualReport
+) -> int | None:
+    """The smallest larger window (``WINDOW_FACTORS``) at which the session's own config has
+    no emergency at that turn, in the prefix and then in a replay of the whole session."""
+    as_is = Change("baseline", "the session's config", config)
+    turn = report.baseline.turns
+    for factor in WINDOW_FACTORS:
+        window = int(setting.context_window * factor)
+        wider = replace(setting, context_window=window)
+        outcome = _run(wider, as_is, end)
+        report.replays += 1
+        if outcome.emergency or outcome.last_view_tokens > window:
+            continue
+        whole = _run(wider, as_is, None)
+        report.replays += 1
+        if turn not in whole.emergency_turns:
+            return window
+    return None
 
 
 def _after(turn: int, outcome: PrefixOutcome) -> frozenset[int]:

@@ -87,6 +87,7 @@ def replay_session(
     calibrate: bool = True,
     capture: Capture = "full",
     metadata: Mapping[str, Any] | None = None,
+    history_missing_tokens: int | None = None,
 ) -> ReplayResult:
     """Replay one imported session; ``on_view`` sees every prepared view and its record.
 
@@ -94,11 +95,17 @@ def replay_session(
     fed by the transcript's provider usage, so tiers are decided on the prompt size the agent
     really had (its harness's system prompt and tool schemas included), as a live agent would.
     ``capture="metadata"`` records no message text; ``metadata`` joins the session's metadata.
+    ``history_missing_tokens``: the history the transcript lacks, when known (a replay of a
+    stored session, whose file is not at hand); else found from ``imported``.
     """
     msgs = imported.messages
     system = msgs[0] if msgs and msgs[0].role == "system" else None
     sid = session_id or imported.session_id
-    missing = missing_history_tokens(imported)
+    missing = (
+        missing_history_tokens(imported)
+        if history_missing_tokens is None
+        else history_missing_tokens
+    )
     visible = Visible(imported) if missing else None
     estimator: OverheadCalibratedEstimator | None = None
     if calibrate and imported.usage:

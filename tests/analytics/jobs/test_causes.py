@@ -147,14 +147,19 @@ def test_prompts_the_provider_counted_over_the_threshold_are_a_fixed_prompt() ->
     assert "the provider counted no prompt of it under 960 tokens" in found["explanation"]
 
 
-def test_a_prompt_that_shrank_later_bounds_the_fixed_part() -> None:
+def test_a_prompt_that_shrank_bounds_the_fixed_part_from_then_on() -> None:
     # the first prompt was 990 tokens, the second only 500 (the harness dropped a repo map)
     case = Case("k", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
     case.estimator = "bytes/4*1.000+980"
     case.usage = [(2, 990, 10, 10, 1), (12, 500, 970, 20, 3)]
     found = _one(case)
-    assert found["fixed_tokens"] == 500
+    assert found["fixed_tokens"] == 10 + (500 - 20)  # the task and the smaller hidden part
     assert found["cause"] != "fixed_prompt"
+    early = Case("k2", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
+    early.estimator = "bytes/4*1.000+980"
+    early.usage = [(2, 990, 10, 10, 1), (12, 500, 970, 20, 4)]  # after the emergency's turn
+    found = _one(early)
+    assert found["fixed_tokens"] == 990 and found["cause"] == "fixed_prompt"
 
 
 def test_usage_that_starts_late_never_raises_the_fixed_part() -> None:
@@ -237,15 +242,14 @@ def test_the_turns_new_messages_together_are_the_burst() -> None:
 
 
 def test_a_floor_over_soft_after_every_compaction_is_unavoidable() -> None:
-    # the six newest messages are model replies of 150 tokens: 900 kept verbatim, over Soft;
-    # the last turn added one of them (15%, after a turn at Full: no burst)
-    msgs: list[tuple[str, int, str | None]] = [("user", 40, None), *[("assistant", 600, None)] * 6]
-    case = Case("fl", [(1, 800, 6), (2, 960, 7)], msgs)
-    case.earlier = [(4, 2, 900, 800)]
+    # fixed 610 (system 600, task 10); the newest exchange is a 10-token call and a 100-token
+    # result: 720 tokens no config takes out, over Soft (700); the turn before was at Full
+    msgs = [("user", 40, None), ("assistant", 40, None), ("tool", 400, "t1")]
+    case = Case("fl", [(1, 850, 1), (2, 960, 3)], msgs, system_bytes=2400)
     found = _one(case)
-    assert found["floor_tokens"] == 10 + 6 * 150  # the task, then the six newest
+    assert found["floor_tokens"] == 600 + 10 + 10 + 100
     assert found["cause"] == "floor" and found["unavoidable"]
-    assert found["window_needed"] == (10 + 6 * 150) * 10 // 7 + 1
+    assert found["window_needed"] == int(720 / 0.7) + 1
 
 
 def test_steady_growth_past_earlier_compactions_is_growth_with_their_ratios() -> None:
