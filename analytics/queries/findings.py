@@ -10,6 +10,7 @@ writes except through ``analytics.queries.materialize``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -28,11 +29,14 @@ from analytics.jobs.retention import (
     anchor_survival,
 )
 from analytics.queries.materialize import Job, JobInputs, job_table
+from analytics.replay.changes import Change
 from analytics.replay.counterfactual import (
     CounterfactualError,
     FixedEstimator,
+    change_of,
     counterfactuals,
     messages_from_frame,
+    session_fix,
     usage_from_frames,
 )
 from analytics.store import EventStore
@@ -98,8 +102,32 @@ def postmortem_json(
         rows = _only(job_table(store, "job_counterfactuals"), session)
         found = {r["compaction_id"]: json.loads(r["report"]) for r in rows.iter_rows(named=True)}
     items = postmortem_dicts(frames, found)
+    fixes: dict[str, dict[str, Any]] = {}
+    if counterfactuals:
+        stored = _only(job_table(store, "job_session_fixes"), session)
+        fixes = {r["session_id"]: json.loads(r["report"]) for r in stored.iter_rows(named=True)}
+    for item in items:
+        item["session_fix"] = fixes.get(item["session_id"])
     groups = postmortem_groups(items)
-    return {"postmortems": items, "groups": groups, "summary": fleet_summary(groups)}
+    summary = {**fleet_summary(groups), "fleet_fix": fleet_fix(fixes)}
+    return {
+        "postmortems": items,
+        "groups": groups,
+        "sessions": [{"session_id": sid, "session_fix": fix} for sid, fix in sorted(fixes.items())],
+        "summary": summary,
+    }
+
+
+def fleet_fix(fixes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The change that was the verified session fix of the most sessions (ties: the first in
+    the catalogue's order of the fixes seen), with how many of the sessions that needed one."""
+    verified = [f for f in fixes.values() if f.get("verified")]
+    if not verified:
+        return None
+    counts = Counter(str(f["change"]) for f in verified)
+    name, n = counts.most_common(1)[0]
+    config = next(f["config"] for f in verified if f["change"] == name)
+    return {"change": name, "config": config, "sessions": n, "of": len(fixes)}
 
 
 def _system_prompts(inputs: JobInputs) -> dict[str, Message]:
@@ -144,10 +172,55 @@ def _counterfactual_rows(
                 "report": json.dumps(report, default=str),
             }
         )
+    fixes = _session_fixes(inputs, sessions, systems, emergencies, rows, progress)
     if progress is not None:
         progress(emergencies.height, emergencies.height, None)
     schema = {"session_id": pl.String, "compaction_id": pl.String, "report": pl.String}
-    return {"job_counterfactuals": pl.DataFrame(rows, schema=schema)}
+    return {
+        "job_counterfactuals": pl.DataFrame(rows, schema=schema),
+        "job_session_fixes": pl.DataFrame(
+            fixes, schema={"session_id": pl.String, "report": pl.String}
+        ),
+    }
+
+
+def _session_fixes(
+    inputs: JobInputs,
+    sessions: dict[str, dict[str, Any]],
+    systems: dict[str, Message],
+    emergencies: pl.DataFrame,
+    rows: list[dict[str, str]],
+    progress: CounterfactualProgress | None,
+) -> list[dict[str, str]]:
+    """One ``session_fix`` per session with an emergency a verified change avoids: the
+    smallest config that avoids all of them in one replay of the whole session."""
+    turns = dict(emergencies.select("compaction_id", "turn").iter_rows())
+    wanted: dict[str, list[tuple[int, Change]]] = {}
+    for row in rows:
+        change = change_of(json.loads(row["report"]))
+        if change is not None:
+            wanted.setdefault(row["session_id"], []).append((turns[row["compaction_id"]], change))
+    out: list[dict[str, str]] = []
+    for sid, found in wanted.items():
+        if progress is not None:
+            progress(emergencies.height, emergencies.height, f"{sid} (one fix for the session)")
+        session = sessions[sid]
+        system = systems.get(sid)
+        try:
+            fix = session_fix(
+                messages_from_frame(inputs["messages"], sid),
+                CompactorConfig.model_validate(json.loads(session["config"] or "{}")),
+                int(session["context_window"]),
+                [turn for turn, _change in found],
+                candidates=[change for _turn, change in found],
+                system=system,
+                usage=usage_from_frames(inputs["usage"], sid, has_system=system is not None),
+                history_missing_tokens=int(session.get("history_missing_tokens") or 0),
+            ).as_dict()
+        except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
+            fix = {"config": None, "verified": False, "reason": f"unavailable: {exc}"}
+        out.append({"session_id": sid, "report": json.dumps(fix, default=str)})
+    return out
 
 
 def _one_counterfactual(
@@ -182,7 +255,7 @@ def counterfactual_job(progress: CounterfactualProgress | None = None) -> Job:
     """``COUNTERFACTUAL_JOB`` telling ``progress`` how far its replays are (same name and
     version: the results it stores are the same)."""
     compute = partial(_counterfactual_rows, progress=progress)
-    return Job("counterfactuals", 5, compute, ("job_counterfactuals",))
+    return Job("counterfactuals", 6, compute, ("job_counterfactuals", "job_session_fixes"))
 
 
 COUNTERFACTUAL_JOB = counterfactual_job()

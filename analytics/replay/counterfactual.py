@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
+from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, TurnUsage
 from analytics.jobs.common import BYTES_PER_TOKEN, CALIBRATED_NAME, OVERHEAD_NAME
-from analytics.replay.changes import Change, catalogue
+from analytics.replay.changes import TOOL_OFFLOAD_FIELD, Change, catalogue
 from analytics.replay.driver import replay_session, summarizer_spec
 from compactor import (
     CompactionOffloader,
@@ -439,3 +440,135 @@ class FixedEstimator:
         if match := re.fullmatch(OVERHEAD_NAME, text):
             return cls(float(match.group(1)), float(match.group(2)), text)
         return cls()
+
+
+MAX_SESSION_REPLAYS = 16
+"""Whole-session replays per session fix at most, its baseline included."""
+
+
+@dataclass
+class SessionFix:
+    """The smallest config found that avoids every targeted emergency of a session at once,
+    verified by replaying the whole session with it (``config`` None when none was found)."""
+
+    targets: list[int]
+    change: Change | None = None
+    remaining: list[int] = field(default_factory=list)
+    tried: int = 0
+    replays: int = 0
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        found = self.change
+        return {
+            "config": found.config_dict() if found else None,
+            "change": found.name if found else None,
+            "detail": found.detail if found else None,
+            "tool_time_offload": found.tool_time_offload if found else None,
+            "verified": found is not None,
+            "avoids": self.targets if found else [],
+            "emergency_turns_after": self.remaining if found else None,
+            "tried": self.tried,
+            "replays": self.replays,
+            "reason": self.reason,
+        }
+
+
+def session_fix(
+    history: Sequence[Message],
+    config: CompactorConfig,
+    context_window: int,
+    targets: Sequence[int],
+    *,
+    candidates: Sequence[Change] = (),
+    system: Message | None = None,
+    summarizer: Summarizer | None = None,
+    usage: Sequence[TurnUsage] = (),
+    estimator: TokenEstimator | None = None,
+    history_missing_tokens: int = 0,
+    max_replays: int = MAX_SESSION_REPLAYS,
+) -> SessionFix:
+    """One config for the whole session: the first of ``candidates`` (each emergency's own
+    verified change, smallest first), the catalogue of changes, then all candidates merged,
+    whose replay of the whole session has an emergency at none of ``targets`` (turns) and none
+    where the session's own config had none."""
+    setting = Setting(
+        history,
+        context_window,
+        system,
+        usage,
+        summarizer or ExtractiveSummarizer(),
+        estimator,
+        history_missing_tokens,
+    )
+    baseline = _run(setting, Change("baseline", "the session's config", config), None)
+    fix = SessionFix(sorted(set(targets)), replays=1)
+    wanted = frozenset(targets) & baseline.emergency_turns
+    if not wanted:
+        fix.reason = "a replay of the whole session has none of these emergencies"
+        return fix
+    for change in _session_candidates(config, candidates):
+        if fix.replays >= max_replays:
+            break
+        whole = _run(setting, change, None)
+        fix.replays += 1
+        fix.tried += 1
+        if not whole.emergency_turns & wanted and whole.emergency_turns <= baseline.emergency_turns:
+            fix.change, fix.remaining = change, sorted(whole.emergency_turns)
+            fix.targets = sorted(wanted)
+            return fix
+    fix.reason = (
+        f"none of the {fix.tried} configs tried avoids all {len(wanted)} of them in one replay"
+    )
+    return fix
+
+
+def _session_candidates(config: CompactorConfig, own: Sequence[Change]) -> list[Change]:
+    """``own``, the catalogue, and ``own`` merged, each config once, in that order."""
+    changes, _skipped = catalogue(config)
+    merged = _merged(config, own)
+    out: list[Change] = []
+    seen: set[str] = set()
+    for change in [*own, *changes, *([merged] if merged else [])]:
+        key = change.config.model_dump_json() + str(change.tool_time_offload)
+        if key not in seen:
+            seen.add(key)
+            out.append(change)
+    return out
+
+
+_LOWEST = ("warn", "soft", "full", "min_tail_messages", "offload_threshold")
+
+
+def _merged(config: CompactorConfig, own: Sequence[Change]) -> Change | None:
+    """Every change of ``own`` at once: each field at its lowest among them."""
+    if len(own) < 2:
+        return None
+    update: dict[str, Any] = {}
+    for name in (*_LOWEST, "fallback_target", TOOL_OFFLOAD_FIELD):
+        ours = getattr(config, name, None)
+        values = [v for c in own if (v := getattr(c.config, name, None)) not in (None, ours)]
+        if values:
+            update[name] = min(values)
+    try:
+        merged = CompactorConfig.model_validate({**config.model_dump(), **update})
+    except ValidationError:
+        return None
+    detail = ", ".join(f"{k} {getattr(config, k, None)} -> {v}" for k, v in update.items())
+    hook = any(c.tool_time_offload for c in own)
+    return Change("merged", detail or "the session's config", merged, hook, "merged")
+
+
+def change_of(report: dict[str, Any]) -> Change | None:
+    """The verified smallest change of a counterfactual report (``as_dict``), as a Change."""
+    config = report.get("smallest_change_config")
+    if not report.get("smallest_change_verified") or not isinstance(config, dict):
+        return None
+    name = str(report.get("smallest_change") or "change")
+    hook = "tool_time_offload" in name and TOOL_OFFLOAD_FIELD not in config
+    return Change(
+        name,
+        str(report.get("smallest_change_detail") or name),
+        CompactorConfig.model_validate(config),
+        hook,
+    )

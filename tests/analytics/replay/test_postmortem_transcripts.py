@@ -238,3 +238,64 @@ def test_postmortem_of_one_session_searches_that_session_alone(
         p["compaction_id"] for p in every if p["session_id"] == one
     }
     assert all(p["counterfactual_status"] == "computed" for p in asked)
+
+
+def test_every_session_with_an_avoidable_emergency_has_one_verified_fix(
+    searched: tuple[int, list[dict[str, Any]]],
+) -> None:
+    """Each session whose emergencies a verified change avoids gets one whole config that
+    avoids all of them in one replay of the session, on each of its post-mortems."""
+    _window, found = searched
+    needing = {p["session_id"] for p in found if p["smallest_change_verified"]}
+    assert needing, "no session had a verified change: nothing to fix"
+    for p in found:
+        fix = p["session_fix"]
+        if p["session_id"] not in needing:
+            assert fix is None or not fix["avoids"]
+            continue
+        assert fix["verified"] is True, fix
+        config = CompactorConfig.model_validate(fix["config"])
+        assert config.model_dump(mode="json") == fix["config"]
+        ours = {q["turn"] for q in found if q["session_id"] == p["session_id"]}
+        assert set(fix["avoids"]) <= ours and not set(fix["avoids"]) & set(
+            fix["emergency_turns_after"]
+        )
+
+
+def test_a_session_fix_replayed_as_a_user_would_avoids_its_emergencies(
+    searched: tuple[int, list[dict[str, Any]]],
+    transcripts: dict[str, ImportedSession],
+    tmp_path: Path,
+) -> None:
+    """The smallest fixed session's config, written to a file and given to ``replay
+    --config`` with its transcript: the store that replay builds has no emergency at the
+    turns the fix avoids (counted from its own compactions and turns)."""
+    window, found = searched
+    fixed = {
+        p["session_id"]: p["session_fix"]
+        for p in found
+        if p["session_fix"] and p["session_fix"]["verified"]
+    }
+    assert fixed
+    sid = min(fixed, key=lambda s: len(transcripts[s.rsplit("@", 1)[0]].messages))
+    fix = fixed[sid]
+    imported = transcripts[sid.rsplit("@", 1)[0]]
+    config = tmp_path / "fix.json"
+    config.write_text(json.dumps(fix["config"]), encoding="utf-8")
+    home = tmp_path / "home"
+    args = ["replay", imported.source_path, "--window", str(window), "--config", str(config)]
+    done = CliRunner().invoke(app, [*args, "--home", str(home)])
+    assert done.exit_code == 0, done.output
+    with EventStore.for_home(home, read_only=True) as store:
+        turns = store.query(
+            """SELECT (SELECT min(t.turn) FROM turns t
+                       WHERE t.session_id = c.session_id AND t.seq > c.seq) AS turn
+               FROM compactions c
+               WHERE c.tier = 4 AND c.effective AND c.session_id LIKE ?""",
+            [imported.session_id + "@%"],
+        )["turn"].to_list()
+        replayed_turns = store.query(
+            "SELECT count(*) FROM turns WHERE session_id LIKE ?", [imported.session_id + "@%"]
+        ).item()
+    assert replayed_turns >= max(fix["avoids"])
+    assert not set(turns) & set(fix["avoids"]), (turns, fix["avoids"])
