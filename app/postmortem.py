@@ -26,6 +26,9 @@ from app.widgets import md_escape
 
 CAUSE_TITLES = {
     "fixed_prompt": "The fixed prompt alone fills the window",
+    "history_missing": "History this transcript does not hold fills the window",
+    "large_turn": "One turn's own words fill the window",
+    "floor": "What no compaction takes out stays over the thresholds",
     "burst": "One large message pushed it over",
     "growth": "Steady growth that compaction did not hold down",
     "summarizer_failed": "The summariser failed",
@@ -82,7 +85,8 @@ def show_group(group: Mapping[str, Any]) -> None:
         cols[3].metric(
             "window needed",
             f"{needed:,} tokens",
-            help="The smallest window at which every emergency of this group stays under Warn.",
+            help="The smallest window that avoids every emergency of this group (the largest "
+            "any of them needs).",
         )
 
 

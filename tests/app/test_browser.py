@@ -322,13 +322,13 @@ def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: Finding
             "emergencies-findings",
             "/emergencies",
             "fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70",
-            ("Steady growth", "Verified: replaying", "what it changes"),
+            ("the one shown below", "Verified: replaying", "what it changes"),
         ),
         (
-            "emergencies-fixed-prompt",
+            "emergencies-unavoidable",
             "/emergencies",
             "fe5e1c67-53e7-4862-81ae-d0e013e3270b@",
-            ("The fixed prompt alone fills the window", "window needed"),
+            ("no config avoids it", "window needed"),
         ),
         ("emergencies-marshmallow", "/emergencies", "marshmallow", ("the one shown below",)),
         (

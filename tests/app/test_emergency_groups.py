@@ -18,9 +18,11 @@ import pytest
 import streamlit as st
 
 from analytics.cli.commands import run_replay
+from analytics.jobs.causes import CAUSES
 from analytics.queries.materialize import refresh
 from analytics.store import EventStore
 from analytics.store.projector import Projector
+from app.postmortem import CAUSE_TITLES
 from tests.app.fixtures import TRANSCRIPTS, compactor_at
 from tests.app.pages import open_page, shown
 
@@ -73,3 +75,7 @@ def test_a_session_with_a_hundred_emergencies_draws_one_chart_per_cause(many: Ma
     assert f"{many.emergencies:,} emergencies in {many.causes:,} group" in shown(at)
     listed = sum(len(f.value) for f in at.dataframe if "fix" in f.value.columns)
     assert listed == sum(n for n in counts if n > 1)  # each group lists all of its emergencies
+
+
+def test_every_cause_has_a_title_on_the_page() -> None:
+    assert set(CAUSE_TITLES) == set(CAUSES)
