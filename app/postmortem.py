@@ -132,12 +132,14 @@ def show_counterfactuals(item: Mapping[str, Any]) -> None:
         st.warning(f"Counterfactuals {md_escape(status)}")
         return
     rows = counterfactual_rows(item)
+    # an unavoidable cause: the search replays the baseline and tries no config change
+    baseline_only = item.get("search") == "baseline" or item.get("cause") == "fixed_prompt"
     if item.get("reproduced") is False:
         st.warning(NOT_REPRODUCED.format(turn=item["turn"]))
-    elif item.get("cause") == "fixed_prompt" and rows.height == 0:
+    elif baseline_only and rows.height == 0:
         st.caption(
             "Only the baseline was replayed: it reproduces the emergency, and no change of "
-            "config makes the prompt every turn carries smaller."
+            "config takes out what caused it (the window needed above would)."
         )
     else:
         smallest = item.get("smallest_change_detail") or item.get("smallest_change")

@@ -209,7 +209,7 @@ def test_counterfactuals_are_computed_on_request(fixture_home: FixtureHome) -> N
 
     assert not at.exception
     text = shown(at)
-    assert "Only the baseline was replayed" in text  # its emergencies are all fixed prompts
+    assert "Only the baseline was replayed" in text  # its emergencies are all unavoidable
     assert "Not computed yet" not in text
 
 
