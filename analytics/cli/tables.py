@@ -19,6 +19,7 @@ from rich.text import Text
 from analytics.cli.commands import IngestReport, RunReport
 from analytics.cli.terminal import console, err_console
 from analytics.jobs.explanations import drop_reason_words
+from analytics.jobs.postmortem_groups import turns_text
 from analytics.store.projector import IngestResult
 from analytics.tuning import baseline_line, figure_words, knob_lines, range_words
 
@@ -307,7 +308,8 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
     if not groups:
         console.print("No emergency truncation in this store.")
         return
-    for line in _postmortem_summary(summary):
+    fixes = {str(s["session_id"]): s["session_fix"] for s in found.get("sessions") or []}
+    for line in _postmortem_summary(summary, fixes):
         _indented(line, 0)
     by_session: dict[str, list[Mapping[str, Any]]] = {}
     for group in groups:
@@ -318,6 +320,8 @@ def postmortem_table(found: Mapping[str, Any]) -> None:
         console.print()
         head = Text(f"{sid} — {_counted(count, 'emergency', 'emergencies')}", style="bold")
         console.print(head, soft_wrap=True)  # one line: a session id is not cut
+        if fix := fixes.get(sid):
+            _indented(f"one fix for the session: {_session_fix_words(fix)}", 2)
         for group in session_groups:
             _postmortem_group(group)
     console.print()
@@ -332,11 +336,22 @@ def _counted(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
-def _postmortem_summary(summary: Mapping[str, Any]) -> list[str]:
+def _session_fix_words(fix: Mapping[str, Any]) -> str:
+    """A ``session_fix`` in words: the change and the turns its replay avoided, or why not."""
+    if not fix.get("verified"):
+        return f"none verified ({fix.get('reason') or 'no change avoided them all'})"
+    turns = fix.get("avoids") or []
+    avoided = f": no emergency at {turns_text(turns)}" if turns else ""
+    return f"{fix.get('detail') or fix.get('change')} (verified on the whole session{avoided})"
+
+
+def _postmortem_summary(
+    summary: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any] | None]
+) -> list[str]:
     total = summary["emergencies"]
     causes = ", ".join(f"{cause} {n:,}" for cause, n in summary["by_cause"].items())
     settled = summary["settled_share"]
-    return [
+    lines = [
         f"emergency post-mortems: {_counted(total, 'emergency', 'emergencies')} in "
         f"{_counted(summary['sessions'], 'session', 'sessions')}, "
         f"{_counted(summary['groups'], 'group', 'groups')} (by session and cause)",
@@ -344,6 +359,17 @@ def _postmortem_summary(summary: Mapping[str, Any]) -> list[str]:
         f"settled: {summary['settled']:,} of {total:,} ({_share(settled)}): a verified fix, "
         "or the window that would avoid it",
     ]
+    fleet = summary.get("fleet_fix")
+    if fleet:
+        detail = next(
+            (f.get("detail") for f in fixes.values() if f and f.get("change") == fleet["change"]),
+            None,
+        )
+        lines.append(
+            f"fleet fix: {detail or fleet['change']} avoids every avoidable emergency of "
+            f"{fleet['sessions']:,} of the {fleet['of']:,} sessions that needed a fix"
+        )
+    return lines
 
 
 _SPARKS = "▁▂▃▄▅▆▇█"

@@ -235,3 +235,25 @@ def test_on_a_terminal_the_progress_is_a_bar_not_lines(
     assert "counterfactuals" in text and f"{counts[sid]}/{counts[sid]} emergencies" in text
     assert not any(PROGRESS.match(line) for line in text.splitlines())
     assert len(json.loads(stdout)["postmortems"]) == counts[sid]
+
+
+def test_each_session_fix_and_the_fleet_fix_are_said_once(
+    piped: tuple[Path, subprocess.CompletedProcess[str]], every: dict[str, Any]
+) -> None:
+    _home, done = piped
+    fixes = {s["session_id"]: s["session_fix"] for s in every.get("sessions") or []}
+    assert any(f and f["verified"] for f in fixes.values()), "no session fix to check"
+
+    blocks = _blocks(done.stdout)
+
+    for sid, block in blocks.items():
+        said = " ".join(" ".join(block).split())
+        fix = fixes.get(sid)
+        assert said.count("one fix for the session:") == (1 if fix else 0)
+        if fix and fix["verified"]:
+            assert f"one fix for the session: {fix['detail'] or fix['change']} (verified" in said
+    fleet = every["summary"].get("fleet_fix")
+    head = " ".join(done.stdout.split("\n\n", 1)[0].split())
+    assert ("fleet fix:" in head) == bool(fleet)
+    if fleet:
+        assert f"of {fleet['sessions']:,} of the {fleet['of']:,} sessions" in head
