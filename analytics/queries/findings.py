@@ -33,6 +33,7 @@ from analytics.replay.changes import Change
 from analytics.replay.counterfactual import (
     CounterfactualError,
     FixedEstimator,
+    ReplayCache,
     change_of,
     counterfactuals,
     messages_from_frame,
@@ -159,12 +160,14 @@ def _counterfactual_rows(
     systems = _system_prompts(inputs) if emergencies.height else {}
     estimators = dict(inputs["compactions"].select("id", "estimator").iter_rows())
     rows: list[dict[str, str]] = []
+    caches: dict[str, ReplayCache] = {}
     for done, e in enumerate(emergencies.iter_rows(named=True)):
         sid = e["session_id"]
         if progress is not None:
             progress(done, emergencies.height, sid)
         estimator = FixedEstimator.from_name(estimators.get(e["compaction_id"]))
-        report = _one_counterfactual(inputs, sessions[sid], e, systems.get(sid), estimator)
+        cache = caches.setdefault(sid, ReplayCache())
+        report = _one_counterfactual(inputs, sessions[sid], e, systems.get(sid), estimator, cache)
         rows.append(
             {
                 "session_id": sid,
@@ -172,7 +175,7 @@ def _counterfactual_rows(
                 "report": json.dumps(report, default=str),
             }
         )
-    fixes = _session_fixes(inputs, sessions, systems, emergencies, rows, progress)
+    fixes = _session_fixes(inputs, sessions, systems, emergencies, rows, progress, caches)
     if progress is not None:
         progress(emergencies.height, emergencies.height, None)
     schema = {"session_id": pl.String, "compaction_id": pl.String, "report": pl.String}
@@ -191,6 +194,7 @@ def _session_fixes(
     emergencies: pl.DataFrame,
     rows: list[dict[str, str]],
     progress: CounterfactualProgress | None,
+    caches: dict[str, ReplayCache],
 ) -> list[dict[str, str]]:
     """One ``session_fix`` per session with an emergency a verified change avoids: the
     smallest config that avoids all of them in one replay of the whole session."""
@@ -216,6 +220,7 @@ def _session_fixes(
                 system=system,
                 usage=usage_from_frames(inputs["usage"], sid, has_system=system is not None),
                 history_missing_tokens=int(session.get("history_missing_tokens") or 0),
+                cache=caches.get(sid),
             ).as_dict()
         except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
             fix = {"config": None, "verified": False, "reason": f"unavailable: {exc}"}
@@ -229,6 +234,7 @@ def _one_counterfactual(
     emergency: dict[str, Any],
     system: Message | None,
     estimator: FixedEstimator,
+    cache: ReplayCache | None = None,
 ) -> dict[str, Any]:
     sid = session["session_id"]
     try:
@@ -245,6 +251,7 @@ def _one_counterfactual(
             usage=usage,
             search="baseline" if emergency.get("cause") in UNAVOIDABLE else "full",
             history_missing_tokens=int(session.get("history_missing_tokens") or 0),
+            cache=cache,
         )
     except (CounterfactualError, ValidationError, ValueError, TypeError) as exc:
         return {"counterfactuals": [], "smallest_change": None, "unavailable": str(exc)}
@@ -255,7 +262,7 @@ def counterfactual_job(progress: CounterfactualProgress | None = None) -> Job:
     """``COUNTERFACTUAL_JOB`` telling ``progress`` how far its replays are (same name and
     version: the results it stores are the same)."""
     compute = partial(_counterfactual_rows, progress=progress)
-    return Job("counterfactuals", 6, compute, ("job_counterfactuals", "job_session_fixes"))
+    return Job("counterfactuals", 8, compute, ("job_counterfactuals", "job_session_fixes"))
 
 
 COUNTERFACTUAL_JOB = counterfactual_job()

@@ -56,10 +56,16 @@ Proposal = tuple[str, str, dict[str, Any]]
 def _lowered(config: CompactorConfig, name: str, steps: int = 1) -> dict[str, Any]:
     """``name`` ``steps`` x 0.1 lower and each value below it on the ladder moved down just
     enough to stay strictly increasing."""
-    update: dict[str, Any] = {name: round(getattr(config, name) - steps * THRESHOLD_STEP, 6)}
+    return lowered_threshold(config.model_dump(), name, steps)
+
+
+def lowered_threshold(values: dict[str, Any], name: str, steps: int = 1) -> dict[str, Any]:
+    """The updates that put threshold ``name`` of config ``values`` ``steps`` x 0.1 lower,
+    each value below it on the ladder moved down just enough to stay strictly increasing."""
+    update: dict[str, Any] = {name: round(values[name] - steps * THRESHOLD_STEP, 6)}
     ceiling = update[name]
     for lower in reversed(_LADDER[: _LADDER.index(name)]):
-        value = getattr(config, lower)
+        value = values[lower]
         if value < ceiling:
             break
         update[lower] = round(ceiling - _GAP, 6)

@@ -15,8 +15,10 @@ baseline does not reproduce the emergency, no change is replayed and none is sai
 (``emergency_avoided`` is null). The single changes are always replayed; steps and pairs only
 until one avoids it, within ``MAX_REPLAYS``. The smallest avoiding change is then *verified*: the
 whole session is replayed with its config, and ``smallest_change_verified`` is true only if that
-turn has no emergency there either. ``smallest_change_config`` is the whole ``CompactorConfig``,
-as ``replay --config`` loads it.
+turn has no emergency there either and none new comes before the session's own next one (an
+emergency a turn later is the same one postponed). When none is verified, the smallest larger
+window that avoids it is searched (``window_needed``). ``smallest_change_config`` is the whole
+``CompactorConfig``, as ``replay --config`` loads it.
 
 The summariser is the offline ``ExtractiveSummarizer`` unless one is passed. Offload files go to
 a temporary folder, deleted after each replay; no events are recorded.
@@ -38,7 +40,7 @@ from pydantic import ValidationError
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, TurnUsage
 from analytics.jobs.common import BYTES_PER_TOKEN, CALIBRATED_NAME, OVERHEAD_NAME
-from analytics.replay.changes import TOOL_OFFLOAD_FIELD, Change, catalogue
+from analytics.replay.changes import TOOL_OFFLOAD_FIELD, Change, catalogue, lowered_threshold
 from analytics.replay.driver import replay_session, summarizer_spec
 from compactor import (
     CompactionOffloader,
@@ -187,6 +189,38 @@ def replay_prefix(
 ) -> PrefixOutcome:
     """Replay ``history[:end]`` (all of it for ``None``) with a turn before each assistant
     message and, for a prefix, one at its end (the emergency's turn)."""
+    return replay_turns(
+        setting, config, end, work_dir=work_dir, tool_time_offload=tool_time_offload
+    ).upto(None)
+
+
+@dataclass(frozen=True)
+class TurnsReplayed:
+    """One replay turn by turn: which turns had an effective Emergency, the tokens billed up
+    to each turn and the view each turn ended with (in the replay's own estimate)."""
+
+    emergency_turns: frozenset[int]
+    billed: tuple[int, ...]
+    last_view: tuple[int, ...]
+
+    def upto(self, turn: int | None) -> PrefixOutcome:
+        """The outcome of a replay that stopped at ``turn`` (None: the last)."""
+        n = len(self.billed) if turn is None else turn
+        if not 0 < n <= len(self.billed):
+            return PrefixOutcome(frozenset(), 0, 0, 0)
+        emergencies = frozenset(t for t in self.emergency_turns if t <= n)
+        return PrefixOutcome(emergencies, self.billed[n - 1], n, self.last_view[n - 1])
+
+
+def replay_turns(
+    setting: Setting,
+    config: CompactorConfig,
+    end: int | None,
+    *,
+    work_dir: Path,
+    tool_time_offload: bool = False,
+) -> TurnsReplayed:
+    """``replay_prefix``, turn by turn."""
     history = list(setting.history if end is None else setting.history[:end])
     if tool_time_offload:
         history = _offloaded_as_appended(history, config, work_dir)
@@ -208,13 +242,15 @@ def replay_prefix(
         messages=messages,
         usage=list(setting.usage),
     )
-    seen: list[tuple[int, CompactionRecord]] = []
-    billed, last = [0], [0]
+    emergencies: set[int] = set()
+    billed: list[int] = []
+    last: list[int] = []
 
     def on_view(_index: int, view: list[Message], record: CompactionRecord) -> None:
-        seen.append((len(seen) + 1, record))
-        billed[0] += compactor.tokens(view)
-        last[0] = record.tokens_after if record.effective else record.tokens_before
+        billed.append((billed[-1] if billed else 0) + compactor.tokens(view))
+        last.append(record.tokens_after if record.effective else record.tokens_before)
+        if record.tier == CompactionTier.EMERGENCY and record.effective is not False:
+            emergencies.add(len(billed))
 
     replay_session(
         imported,
@@ -223,12 +259,42 @@ def replay_prefix(
         calibrate=bool(setting.usage),
         history_missing_tokens=setting.history_missing_tokens,
     )
-    emergencies = frozenset(
-        turn
-        for turn, record in seen
-        if record.tier == CompactionTier.EMERGENCY and record.effective is not False
-    )
-    return PrefixOutcome(emergencies, billed[0], len(seen), last[0])
+    return TurnsReplayed(frozenset(emergencies), tuple(billed), tuple(last))
+
+
+class ReplayCache:
+    """Whole-session replays, one per (window, estimator, config), shared by every emergency
+    of a session and its session fix: the outcome of a prefix is the whole replay read up to
+    the prefix's turn (a turn is decided on the history before it alone), so a session with
+    many emergencies replays each change once, not once per emergency."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, TurnsReplayed] = {}
+        self.replays = 0
+
+    def whole(self, setting: Setting, change: Change) -> TurnsReplayed:
+        estimator = setting.estimator.name if setting.estimator is not None else ""
+        key = "|".join(
+            (
+                str(setting.context_window),
+                estimator,
+                change.config.model_dump_json(),
+                str(change.tool_time_offload),
+            )
+        )
+        found = self._done.get(key)
+        if found is None:
+            with tempfile.TemporaryDirectory(prefix="compactlens-cf-") as tmp:
+                found = replay_turns(
+                    setting,
+                    change.config,
+                    None,
+                    work_dir=Path(tmp),
+                    tool_time_offload=change.tool_time_offload,
+                )
+            self._done[key] = found
+            self.replays += 1
+        return found
 
 
 def _offloaded_as_appended(
@@ -255,7 +321,17 @@ def _avoided(baseline: PrefixOutcome, outcome: PrefixOutcome, window: int) -> bo
     )
 
 
-def _run(setting: Setting, change: Change, end: int | None) -> PrefixOutcome:
+def _run(
+    setting: Setting, change: Change, end: int | None, cache: ReplayCache | None = None
+) -> PrefixOutcome:
+    """The replay of ``history[:end]`` (all for None): read from ``cache``'s whole-session
+    replay when the prefix ends where the session's next turn was (an assistant message),
+    else replayed on its own."""
+    history = setting.history
+    at_turn = end is None or (end < len(history) and history[end].role == "assistant")
+    if cache is not None and at_turn:
+        turn = None if end is None else sum(m.role == "assistant" for m in history[:end]) + 1
+        return cache.whole(setting, change).upto(turn)
     with tempfile.TemporaryDirectory(prefix="compactlens-cf-") as tmp:
         return replay_prefix(
             setting,
@@ -279,6 +355,7 @@ def counterfactuals(
     search: Search = "full",
     max_replays: int = MAX_REPLAYS,
     history_missing_tokens: int = 0,
+    cache: ReplayCache | None = None,
 ) -> CounterfactualReport:
     """The baseline and the changes of ``config`` over the prefix, then the verification.
 
@@ -287,6 +364,7 @@ def counterfactuals(
     emergency's turn (how many history messages the session held when it prepared that turn).
     ``search``: ``"full"`` (singles, then steps and pairs until one avoids it), ``"singles"``,
     or ``"baseline"`` (an emergency no config can avoid: only whether it reproduces).
+    ``cache``: whole-session replays shared with the session's other emergencies.
     """
     if not 0 <= emergency_index <= len(history):
         raise CounterfactualError(
@@ -299,7 +377,9 @@ def counterfactuals(
     )
     spec = summarizer_spec(ProgressiveCompactor(chosen, context_window, config=config))
     changes, skipped = catalogue(config)
-    baseline = _run(setting, Change("baseline", "the session's config", config), emergency_index)
+    baseline = _run(
+        setting, Change("baseline", "the session's config", config), emergency_index, cache
+    )
     report = CounterfactualReport(spec, baseline, skipped=skipped)
     report.search = search
     for change in changes if search != "baseline" else []:
@@ -310,24 +390,26 @@ def counterfactuals(
             continue
         if change.kind != "single" and (report.smallest or report.replays >= max_replays - 1):
             break
-        outcome = _run(setting, change, emergency_index)
+        outcome = _run(setting, change, emergency_index, cache)
         report.replays += 1
         report.trials.append(Trial(change, outcome, _avoided(baseline, outcome, context_window)))
     found = report.smallest
     if found is not None:
-        whole = _run(setting, found, None)
+        whole = _run(setting, found, None, cache)
         report.replays += 1
-        report.verified = (
-            baseline.turns not in whole.emergency_turns
-            and whole.emergency_turns <= baseline.emergency_turns | _after(baseline.turns, whole)
-        )
-    elif search == "full" and report.reproduced:
-        report.window_needed = _smallest_window(setting, config, emergency_index, report)
+        later = _run(setting, Change("baseline", "", config), None, cache).emergency_turns
+        report.verified = _avoided_in_whole(baseline.turns, later, whole.emergency_turns)
+    if search == "full" and report.reproduced and not report.verified:
+        report.window_needed = _smallest_window(setting, config, emergency_index, report, cache)
     return report
 
 
 def _smallest_window(
-    setting: Setting, config: CompactorConfig, end: int, report: CounterfactualReport
+    setting: Setting,
+    config: CompactorConfig,
+    end: int,
+    report: CounterfactualReport,
+    cache: ReplayCache | None,
 ) -> int | None:
     """The smallest larger window (``WINDOW_FACTORS``) at which the session's own config has
     no emergency at that turn, in the prefix and then in a replay of the whole session."""
@@ -336,20 +418,25 @@ def _smallest_window(
     for factor in WINDOW_FACTORS:
         window = int(setting.context_window * factor)
         wider = replace(setting, context_window=window)
-        outcome = _run(wider, as_is, end)
+        outcome = _run(wider, as_is, end, cache)
         report.replays += 1
         if outcome.emergency or outcome.last_view_tokens > window:
             continue
-        whole = _run(wider, as_is, None)
+        whole = _run(wider, as_is, None, cache)
         report.replays += 1
         if turn not in whole.emergency_turns:
             return window
     return None
 
 
-def _after(turn: int, outcome: PrefixOutcome) -> frozenset[int]:
-    """The emergency turns of ``outcome`` past ``turn`` (outside the prefix compared)."""
-    return frozenset(t for t in outcome.emergency_turns if t > turn)
+def _avoided_in_whole(turn: int, before: frozenset[int], after: frozenset[int]) -> bool:
+    """A replay of the whole session (``after``: its emergency turns) avoids the emergency at
+    ``turn`` of the session's own replay (``before``): none at that turn, none new before it,
+    and none new until the session's own next emergency (one a turn or two later is the same
+    emergency postponed, not avoided); later ones are other emergencies' business."""
+    following = min((t for t in before if t > turn), default=None)
+    new = {t for t in after - before if following is None or t < following}
+    return turn not in after and not new
 
 
 def usage_from_frames(usage: pl.DataFrame, session_id: str, *, has_system: bool) -> list[TurnUsage]:
@@ -442,8 +529,9 @@ class FixedEstimator:
         return cls()
 
 
-MAX_SESSION_REPLAYS = 16
-"""Whole-session replays per session fix at most, its baseline included."""
+MAX_SESSION_REPLAYS = 32
+"""Configs per session fix at most, its baseline included (a replay already made for one of
+the session's emergencies is read from the cache)."""
 
 
 @dataclass
@@ -457,9 +545,12 @@ class SessionFix:
     tried: int = 0
     replays: int = 0
     reason: str | None = None
+    best: Change | None = None
+    """When none avoids them all: the config that avoids the most, adding none."""
+    best_avoids: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        found = self.change
+        found, best = self.change, self.best
         return {
             "config": found.config_dict() if found else None,
             "change": found.name if found else None,
@@ -471,6 +562,16 @@ class SessionFix:
             "tried": self.tried,
             "replays": self.replays,
             "reason": self.reason,
+            "best": (
+                {
+                    "change": best.name,
+                    "detail": best.detail,
+                    "config": best.config_dict(),
+                    "avoids": self.best_avoids,
+                }
+                if best and not found
+                else None
+            ),
         }
 
 
@@ -487,6 +588,7 @@ def session_fix(
     estimator: TokenEstimator | None = None,
     history_missing_tokens: int = 0,
     max_replays: int = MAX_SESSION_REPLAYS,
+    cache: ReplayCache | None = None,
 ) -> SessionFix:
     """One config for the whole session: the first of ``candidates`` (each emergency's own
     verified change, smallest first), the catalogue of changes, then all candidates merged,
@@ -501,35 +603,45 @@ def session_fix(
         estimator,
         history_missing_tokens,
     )
-    baseline = _run(setting, Change("baseline", "the session's config", config), None)
+    baseline = _run(setting, Change("baseline", "the session's config", config), None, cache)
     fix = SessionFix(sorted(set(targets)), replays=1)
     wanted = frozenset(targets) & baseline.emergency_turns
     if not wanted:
         fix.reason = "a replay of the whole session has none of these emergencies"
         return fix
+    best: tuple[int, Change | None, list[int]] = (0, None, [])
     for change in _session_candidates(config, candidates):
         if fix.replays >= max_replays:
             break
-        whole = _run(setting, change, None)
+        whole = _run(setting, change, None, cache)
         fix.replays += 1
         fix.tried += 1
-        if not whole.emergency_turns & wanted and whole.emergency_turns <= baseline.emergency_turns:
+        if not whole.emergency_turns <= baseline.emergency_turns:
+            continue  # it adds an emergency the session did not have
+        avoided = sorted(wanted - whole.emergency_turns)
+        if len(avoided) == len(wanted):
             fix.change, fix.remaining = change, sorted(whole.emergency_turns)
             fix.targets = sorted(wanted)
             return fix
+        if len(avoided) > best[0]:
+            best = (len(avoided), change, avoided)
+    fix.best, fix.best_avoids = best[1], best[2]
     fix.reason = (
         f"none of the {fix.tried} configs tried avoids all {len(wanted)} of them in one replay"
+        + (f"; {best[1].name} avoids {best[0]}" if best[1] else "")
     )
     return fix
 
 
 def _session_candidates(config: CompactorConfig, own: Sequence[Change]) -> list[Change]:
-    """``own``, the catalogue, and ``own`` merged, each config once, in that order."""
+    """``own``, the catalogue, ``own`` merged, then every knob at once (thresholds one to three
+    steps lower with the tail and offloads halved and tool results offloaded as appended),
+    each config once, in that order."""
     changes, _skipped = catalogue(config)
     merged = _merged(config, own)
     out: list[Change] = []
     seen: set[str] = set()
-    for change in [*own, *changes, *([merged] if merged else [])]:
+    for change in [*own, *changes, *([merged] if merged else []), *_everything(config)]:
         key = change.config.model_dump_json() + str(change.tool_time_offload)
         if key not in seen:
             seen.add(key)
@@ -557,6 +669,29 @@ def _merged(config: CompactorConfig, own: Sequence[Change]) -> Change | None:
     detail = ", ".join(f"{k} {getattr(config, k, None)} -> {v}" for k, v in update.items())
     hook = any(c.tool_time_offload for c in own)
     return Change("merged", detail or "the session's config", merged, hook, "merged")
+
+
+def _everything(config: CompactorConfig) -> list[Change]:
+    """Every knob of the catalogue at once, thresholds ``steps`` lower (1 to 3)."""
+    out: list[Change] = []
+    for steps in (1, 2, 3):
+        update: dict[str, Any] = {
+            "min_tail_messages": max(1, config.min_tail_messages // 2),
+            "offload_threshold": max(1, config.offload_threshold // 2),
+        }
+        for name in ("full", "soft", "warn"):
+            lowered = lowered_threshold({**config.model_dump(), **update}, name, steps)
+            update.update(lowered)
+        if TOOL_OFFLOAD_FIELD in CompactorConfig.model_fields:
+            update[TOOL_OFFLOAD_FIELD] = update["offload_threshold"]
+        try:
+            changed = CompactorConfig.model_validate({**config.model_dump(), **update})
+        except ValidationError:
+            continue
+        detail = ", ".join(f"{k} {getattr(config, k, None)} -> {v}" for k, v in update.items())
+        hook = TOOL_OFFLOAD_FIELD not in CompactorConfig.model_fields
+        out.append(Change(f"everything_x{steps}", detail, changed, hook, "everything"))
+    return out
 
 
 def change_of(report: dict[str, Any]) -> Change | None:
