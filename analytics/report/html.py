@@ -162,6 +162,18 @@ def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> 
         f"{len(sample):,} sessions with most emergencies; <code>compactlens postmortem</code> "
         "lists every group, <code>--json</code> every emergency.</p>"
     )
+    fixes = {str(s["session_id"]): s["session_fix"] for s in found.get("sessions") or []}
+    fleet = summary.get("fleet_fix")
+    if fleet:
+        detail = next(
+            (f.get("detail") for f in fixes.values() if f and f.get("change") == fleet["change"]),
+            None,
+        )
+        head += (
+            f"<p>Fleet fix: {html.escape(str(detail or fleet['change']))} avoids every avoidable "
+            f"emergency of {fleet['sessions']:,} of the {fleet['of']:,} sessions that needed "
+            "a fix (each verified by replaying the whole session).</p>"
+        )
     rows = [
         (
             g["session_id"],
@@ -172,6 +184,7 @@ def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> 
             f"turn {g['representative']['turn']}: {g.get('explanation') or '–'}",
             g["fix"]["words"],
             f"{g['settled']:,} of {g['count']:,}",
+            _session_fix(fixes.get(str(g["session_id"]))),
         )
         for g in sample
     ]
@@ -184,8 +197,18 @@ def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> 
         "what happened",
         "fix",
         "settled",
+        "one fix for the session",
     )
     return head + _table(headers, rows, "")
+
+
+def _session_fix(fix: Mapping[str, Any] | None) -> str:
+    """A session's ``session_fix`` in words ("–" where none was searched for)."""
+    if not fix:
+        return "–"
+    if not fix.get("verified"):
+        return f"none verified ({fix.get('reason') or 'no change avoided them all'})"
+    return f"{fix.get('detail') or fix.get('change')} (verified)"
 
 
 def _silent_drops(store: EventStore, limit: int = 50) -> str:
