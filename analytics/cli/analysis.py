@@ -33,6 +33,7 @@ from analytics.cli.tables import (
     retention_table,
     stats_table,
     tune_table,
+    warn_net_negative,
 )
 from analytics.cli.terminal import (
     PROGRESS_EVERY_S,
@@ -142,6 +143,7 @@ def stats(
         figures = fleet_stats(store, root / "spool", price_profile=profile, by=keys)
     if as_json:
         _emit(figures)
+        warn_net_negative(figures)  # on stderr: stdout stays one JSON object
     else:
         stats_table(figures)
 

@@ -190,9 +190,14 @@ def ingest_summary(report: IngestReport, title: str = "ingest") -> None:
     console.print(_figures(title, _ingest_rows(report.result)))
 
 
-def stats_table(stats: Mapping[str, Any], title: str = "compactlens") -> None:
+def stats_table(
+    stats: Mapping[str, Any], title: str = "compactlens", *, cohort: bool = False
+) -> None:
     """The headline figures of ``stats --json``, each explained, then the same for each
-    cohort of ``--by``, and a warning for an unprojected spool (on stderr)."""
+    cohort of ``--by``; on stderr, a warning for an unprojected spool and one naming the
+    sessions whose compaction cost more than not compacting (the fleet's, not per cohort).
+    Truncation cuts are shown as cut, never as saved; an uncompacted history that would not
+    have fit the window is said to be not possible."""
     tokens, emergency = stats["tokens"], stats["emergency"]
     share = tokens["saved_share"]
     ratio = stats.get("median_compression_ratio")
@@ -205,13 +210,18 @@ def stats_table(stats: Mapping[str, Any], title: str = "compactlens") -> None:
         *((f"  {t.lower()}", n) for t, n in stats["compactions"]["by_tier"].items()),
         ("no-op attempts (nothing to compact)", stats["compactions"]["noops"]),
         ("emergency truncations (messages dropped: context lost)", emergency["truncations"]),
+        *_emergency_cut_rows(emergency),
         ("emergency offloads (nothing dropped)", emergency["offload_only"]),
         ("emergencies per 100 turns", _num(emergency["per_100_turns"])),
         ("median compression ratio (tokens after/before)", _num(ratio)),
         ("tokens billed (views over all turns + summariser calls)", tokens["billed"]),
-        ("tokens without compaction", tokens["uncompacted"]),
-        ("share saved", "–" if share is None else f"{share:.1%}"),
-        *_cost_rows(stats.get("cost")),
+        (
+            "tokens without compaction",
+            _without(tokens, f"{tokens['uncompacted']:,}", stats["turns"]),
+        ),
+        ("tokens cut by truncation (not counted as saved)", tokens.get("cut", 0)),
+        ("share saved (cut tokens not counted)", "–" if share is None else f"{share:.1%}"),
+        *_cost_rows(stats.get("cost"), stats["turns"]),
         ("silent drops (intent or decisions lost)", stats["silent_drops"]),
         ("artifact retention (paths, commands, errors kept)", _rate(artifacts["rate"])),
         ("quarantined spool lines", stats["quarantined"]),
@@ -219,30 +229,95 @@ def stats_table(stats: Mapping[str, Any], title: str = "compactlens") -> None:
     console.print(_figures(title, rows))
     for group in stats.get("groups", []):
         key = ", ".join(f"{k} {v}" for k, v in group["key"].items())
-        stats_table(group["stats"], title=f"compactlens: {key}")
+        stats_table(group["stats"], title=f"compactlens: {key}", cohort=True)
+    if cohort:
+        return
     pending = int(stats.get("unprojected_spool_bytes", 0))
     if pending:
-        err_console.print(
+        _warn(
             f"warning: {filesize.decimal(pending)} of spool events are not "
-            "projected yet and not counted above; run `compactlens ingest`",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
+            "projected yet and not counted above; run `compactlens ingest`"
         )
+    warn_net_negative(stats)
 
 
-def _cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, object]]:
-    """The cost lines of ``stats``: total, uncompacted, saved, the cache split, per profile."""
+def _warn(text: str) -> None:
+    err_console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+def warn_net_negative(stats: Mapping[str, Any], shown: int = 5) -> None:
+    """On stderr, one line naming the sessions (``shown`` of them) whose compaction cost more
+    than not compacting (``cost.net_negative_sessions``), if any."""
+    losing = (stats.get("cost") or {}).get("net_negative_sessions") or []
+    if not losing:
+        return
+    named = ", ".join(
+        f"{s['session_id']} (+{s['extra']:,.4f} {s['currency']})" for s in losing[:shown]
+    )
+    rest = len(losing) - shown
+    more = f" and {rest:,} more (stats --json lists them)" if rest > 0 else ""
+    _warn(
+        f"warning: compaction cost more than not compacting in {len(losing):,} "
+        f"session{'s' if len(losing) != 1 else ''} that would have fit the window uncompacted "
+        f"(summariser calls and cache writes included): {named}{more}"
+    )
+
+
+def _emergency_cut_rows(emergency: Mapping[str, Any]) -> list[tuple[str, object]]:
+    if not emergency.get("cut_tokens") and not emergency["truncations"]:
+        return []
+    return [
+        (
+            "  cut by emergency truncation (not counted as saved)",
+            f"{emergency.get('cut_tokens', 0):,} tokens, "
+            f"{emergency.get('cut_turns', 0):,} turns affected, "
+            f"{emergency.get('messages_dropped', 0):,} messages dropped",
+        )
+    ]
+
+
+def _without(block: Mapping[str, Any], figure: str, turns: int) -> str:
+    """``figure``, or "not possible" when the uncompacted history would not fit the window
+    (of the block's ``priced_turns``, else of ``turns``)."""
+    if block.get("uncompacted_feasible", True):
+        return figure
+    turns = block.get("priced_turns", turns)
+    return (
+        f"not possible — {block['infeasible_turns']:,} of {turns:,} turns would not fit "
+        f"the window (as if it fit: {figure})"
+    )
+
+
+def _cost_rows(cost: Mapping[str, Any] | None, turns: int) -> list[tuple[str, object]]:
+    """The cost lines of ``stats``: total, uncompacted (or not possible), saved without what
+    truncations cut, the cut, the saving where uncompacted would have fit, the cache split,
+    per profile, and how many sessions lost money by compacting."""
     if not cost or not cost.get("sessions"):
         return []
     unit = cost["currency"]
     share = cost["saved_share"]
     rows: list[tuple[str, object]] = [
         (f"cost ({unit}, turns + summariser, predicted prompt cache)", f"{cost['total']:,.4f}"),
-        (f"cost without compaction ({unit})", f"{cost['uncompacted']:,.4f}"),
-        ("cost saved", "–" if share is None else f"{share:.1%}"),
-        ("  cache read / written / uncached tokens", _cache_split(cost)),
+        (
+            f"cost without compaction ({unit})",
+            _without(cost, f"{cost['uncompacted']:,.4f}", turns),
+        ),
+        (
+            f"cost saved ({unit}, truncation cuts not counted)",
+            "–" if share is None else f"{cost.get('saved', 0):,.4f} ({share:.1%})",
+        ),
     ]
+    if cost.get("cut"):
+        rows.append((f"  cut by truncation ({unit}, not saved)", f"{cost['cut']:,.4f}"))
+    feasible = cost.get("feasible") or {}
+    if not cost.get("uncompacted_feasible", True) and feasible.get("sessions"):
+        rows.append(
+            (
+                f"  saved where uncompacted would have fit ({feasible['sessions']:,} sessions)",
+                f"{feasible['saved']:,.4f} ({_share(feasible['saved_share'])})",
+            )
+        )
+    rows.append(("  cache read / written / uncached tokens", _cache_split(cost)))
     for name, figures in cost["by_profile"].items():
         rows.append(
             (
@@ -250,6 +325,9 @@ def _cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, object]]:
                 f"{figures['total']:,.4f} {figures['currency']}",
             )
         )
+    losing = cost.get("net_negative_sessions") or []
+    if losing:
+        rows.append(("sessions where compaction cost more than it saved", len(losing)))
     return rows
 
 

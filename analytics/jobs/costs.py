@@ -18,6 +18,24 @@ the tokens an LLM summariser would have read (the messages summarised, the previ
 included) and written (the summary), as the tuning lab counts them. Only older extractive
 records, which carry no tokens, are estimated from the bytes summarised and flagged
 ``summarizer_estimated``.
+
+What a truncation took out is *cut*, not saved (issue 26): a compaction's cut is the bytes of
+the messages its before view dropped plus what it took off the messages it shortened
+(``changed``: a middle-truncated task or tool result) — an Emergency's, or a summariser
+fallback's budget trim. Nothing offloaded or summarised counts. Content once cut never returns
+to a later view (compactions work on the view), so a turn's ``cut_tokens`` is the session's cut
+so far (calibrated, with no overhead), at most what the turn did not send (uncompacted less
+prompt); the rest of that difference is the compaction's saving, owed to the tier of the
+compaction that produced the view (``tier``). ``estimated_cut_tokens`` and
+``estimated_emergency_cut_tokens`` are the same in the units of the store's ``turns.tokens``
+and ``turns.history_tokens`` (the session's own estimator, as the compactor counted the
+tokens it removed: each compaction's ``tokens_before - tokens_after`` split in proportion to
+the bytes cut), at most ``history_tokens - tokens``. Priced, a turn's ``cut_cost`` is the part
+of its saving (``uncompacted_cost - cost``, when positive) in proportion to the tokens cut.
+
+``uncompacted_over_window``: the uncompacted prompt plus the reserve is over the turn's context
+window (the session's when the turn has none), so the uncompacted history could not have been
+sent at all (null when the window is unknown).
 Pure: frames in, frames out.
 """
 
@@ -41,6 +59,9 @@ from analytics.jobs.cache_model import (
 )
 from analytics.jobs.common import conform, drop_deleted, in_session_order, is_effective
 from analytics.jobs.prices import BUILTIN_PROFILES, NONE, PriceProfile, profile_name_for_model
+from compactor import CompactionTier
+
+EMERGENCY = int(CompactionTier.EMERGENCY)
 
 FACT_COLUMNS: dict[str, pl.DataType] = {
     "session_id": pl.String(),
@@ -57,9 +78,14 @@ FACT_COLUMNS: dict[str, pl.DataType] = {
     "summarizer_output_tokens": pl.Int64(),
     "summarizer_estimated": pl.Boolean(),
     "gap_seconds": pl.Float64(),
+    "cut_tokens": pl.Int64(),
+    "estimated_cut_tokens": pl.Int64(),
+    "estimated_emergency_cut_tokens": pl.Int64(),
+    "uncompacted_over_window": pl.Boolean(),
 }
 """What the views say, whatever the prices: ``tier`` is the tier of the newest effective
-compaction at or before the turn (0: none yet), to which its savings are owed."""
+compaction at or before the turn (0: none yet), to which its savings are owed; the cut and
+window columns are described in the module text."""
 PRICED_COLUMNS: dict[str, pl.DataType] = {
     "cache_read_tokens": pl.Int64(),
     "cache_write_tokens": pl.Int64(),
@@ -67,6 +93,7 @@ PRICED_COLUMNS: dict[str, pl.DataType] = {
     "cost": pl.Float64(),
     "uncompacted_cost": pl.Float64(),
     "summarizer_cost": pl.Float64(),
+    "cut_cost": pl.Float64(),
 }
 TURN_COST_COLUMNS = {**FACT_COLUMNS, **PRICED_COLUMNS}
 
@@ -77,6 +104,10 @@ _TURNS = {
     "messages": pl.Int64(),
     "history_messages": pl.Int64(),
     "occurred_at": pl.Datetime("us", "UTC"),
+    "tokens": pl.Int64(),
+    "history_tokens": pl.Int64(),
+    "context_window": pl.Int64(),
+    "reserve_tokens": pl.Int64(),
 }
 _MESSAGES = {"session_id": pl.String(), "idx": pl.Int64(), "bytes": pl.Int64()}
 _VIEWS = {
@@ -98,8 +129,16 @@ _COMPACTIONS = {
     "summarizer_model": pl.String(),
     "summarizer_input_tokens": pl.Int64(),
     "summarizer_output_tokens": pl.Int64(),
+    "tokens_before": pl.Int64(),
+    "tokens_after": pl.Int64(),
 }
-_SESSIONS = {"session_id": pl.String(), "model": pl.String(), "system_bytes": pl.Int64()}
+_SESSIONS = {
+    "session_id": pl.String(),
+    "model": pl.String(),
+    "system_bytes": pl.Int64(),
+    "context_window": pl.Int64(),
+    "reserve_tokens": pl.Int64(),
+}
 _USAGE = {
     "session_id": pl.String(),
     "seq": pl.Int64(),
@@ -123,6 +162,10 @@ class _Compaction:
     """Bytes of the leading positions before and after share, cumulated (``shared[i]``: the
     first ``i`` positions)."""
     summarizer: tuple[int, int, bool] | None
+    cut_bytes: int
+    """What a truncation took out of the view (see the module text)."""
+    cut_estimate: int
+    """``cut_bytes`` in the session estimator's tokens."""
 
 
 @dataclass
@@ -134,6 +177,8 @@ class _Session:
     outputs: dict[int, int] = field(default_factory=dict)
     """Reported output tokens by the seq of the usage report."""
     compactions: list[_Compaction] = field(default_factory=list)
+    window: int | None = None
+    reserve: int = 0
 
 
 def turn_costs(
@@ -198,7 +243,14 @@ def _sessions(
                 if s is not None and o is not None
             }
         system = int(row["system_bytes"] or 0)
-        out[sid] = _Session(system, sizes.get(sid, [0]), calibration, outputs)
+        out[sid] = _Session(
+            system,
+            sizes.get(sid, [0]),
+            calibration,
+            outputs,
+            window=row["context_window"],
+            reserve=int(row["reserve_tokens"] or 0),
+        )
     _add_compactions(out, views, compactions)
     return out
 
@@ -222,16 +274,43 @@ def _add_compactions(
             continue
         before = view.filter(pl.col("side") == "before")
         after = view.filter(pl.col("side") == "after")
+        after_bytes = int(after.get_column("bytes").fill_null(0).sum())
+        cut = _cut_bytes(before, after)
         state.compactions.append(
             _Compaction(
                 seq=int(row["seq"]),
                 tier=int(row["tier"]),
-                after_bytes=int(after.get_column("bytes").fill_null(0).sum()),
+                after_bytes=after_bytes,
                 after_len=after.height,
                 shared=_shared(before, after),
                 summarizer=_summarizer(row, before),
+                cut_bytes=cut,
+                cut_estimate=_cut_estimate(row, cut, _bytes(before) - after_bytes),
             )
         )
+
+
+def _bytes(side: pl.DataFrame) -> int:
+    return int(side.get_column("bytes").fill_null(0).sum())
+
+
+def _cut_bytes(before: pl.DataFrame, after: pl.DataFrame) -> int:
+    """Bytes a truncation took out: the messages dropped, and what the shortened ones lost."""
+    dropped = _bytes(before.filter(pl.col("status") == "dropped"))
+    changed = pl.col("status") == "changed"
+    shortened = _bytes(before.filter(changed)) - _bytes(after.filter(changed))
+    return dropped + max(shortened, 0)
+
+
+def _cut_estimate(row: Mapping[str, Any], cut: int, shrink: int) -> int:
+    """``cut`` bytes in the tokens the compactor counted: its own ``tokens_before -
+    tokens_after`` in proportion to the bytes cut (bytes // 4 when it gave none)."""
+    if cut <= 0:
+        return 0
+    before, after = row["tokens_before"], row["tokens_after"]
+    if before is None or after is None or shrink <= 0 or before <= after:
+        return cut // 4
+    return round(int(before - after) * cut / shrink)
 
 
 def _shared(before: pl.DataFrame, after: pl.DataFrame) -> list[int]:
@@ -269,14 +348,21 @@ def _turn_rows(sid: str, state: _Session, turns: pl.DataFrame) -> list[dict[str,
     seqs = turns.get_column("seq").to_list()
     next_seq = dict(itertools.pairwise(seqs))
     rows: list[dict[str, Any]] = []
-    for seq, turn, n_msgs, n_hist, at in turns.select(
-        "seq", "turn", "messages", "history_messages", "occurred_at"
+    cuts = _CutSoFar()
+    for seq, turn, n_msgs, n_hist, at, sent in turns.select(
+        "seq",
+        "turn",
+        "messages",
+        "history_messages",
+        "occurred_at",
+        pl.struct("tokens", "history_tokens", "context_window", "reserve_tokens"),
     ).iter_rows():
         h = min(max(int(n_hist or 0), 0), len(history) - 1)
         pending: list[_Compaction] = []
         while k < len(comps) and comps[k].seq <= seq:
             pending.append(comps[k])
             k += 1
+        cuts.add(pending)
         if pending:
             last = pending[-1]
             base_bytes, base_len, tier = last.after_bytes, last.after_len, last.tier
@@ -308,10 +394,51 @@ def _turn_rows(sid: str, state: _Session, turns: pl.DataFrame) -> list[dict[str,
                 "summarizer_output_tokens": sum(s[1] for s in summarised),
                 "summarizer_estimated": any(s[2] for s in summarised),
                 "gap_seconds": gap,
+                **cuts.columns(cal, cal.tokens(view), cal.tokens(whole), sent),
+                "uncompacted_over_window": _over_window(state, cal.tokens(whole), sent),
             }
         )
         prev, prev_history = (seq, view, int(n_msgs or 0), at), whole
     return rows
+
+
+@dataclass
+class _CutSoFar:
+    """A session's truncation cuts up to a turn (see the module text)."""
+
+    bytes: int = 0
+    estimate: int = 0
+    emergency_estimate: int = 0
+
+    def add(self, compactions: list[_Compaction]) -> None:
+        for c in compactions:
+            self.bytes += c.cut_bytes
+            self.estimate += c.cut_estimate
+            if c.tier == EMERGENCY:
+                self.emergency_estimate += c.cut_estimate
+
+    def columns(
+        self, cal: Calibration, prompt: int, whole: int, sent: Mapping[str, Any]
+    ) -> dict[str, int]:
+        """The turn's cut columns: each at most what the turn did not send, in its units."""
+        unsent = max(whole - prompt, 0)
+        tokens, history = sent["tokens"], sent["history_tokens"]
+        unsent_estimate = max(history - tokens, 0) if None not in (tokens, history) else unsent
+        estimate = min(self.estimate, unsent_estimate)
+        return {
+            "cut_tokens": min(cal.tokens_of_text(self.bytes), unsent),
+            "estimated_cut_tokens": estimate,
+            "estimated_emergency_cut_tokens": min(self.emergency_estimate, estimate),
+        }
+
+
+def _over_window(state: _Session, uncompacted: int, sent: Mapping[str, Any]) -> bool | None:
+    """Whether the uncompacted prompt and the reserve exceed the window (None: no window)."""
+    window = sent["context_window"] or state.window
+    if window is None or window <= 0:
+        return None
+    reserve = sent["reserve_tokens"] if sent["reserve_tokens"] is not None else state.reserve
+    return bool(uncompacted + reserve > window)
 
 
 def _output(state: _Session, report_seqs: list[int], seq: int, next_seq: int | None, h: int) -> int:
@@ -354,15 +481,22 @@ def priced(row: Mapping[str, Any], profile: PriceProfile) -> dict[str, Any]:
         row["uncompacted_prefix_tokens"] if fresh else 0,
     )
     output = int(row["output_tokens"] or 0)
+    cost, uncompacted = split_cost(profile, split, output), split_cost(profile, whole, output)
+    unsent = (row["uncompacted_prompt_tokens"] or 0) - (row["prompt_tokens"] or 0)
+    cut = row["cut_tokens"] or 0
     return {
         "cache_read_tokens": split.read,
         "cache_write_tokens": split.write,
         "uncached_tokens": split.uncached,
-        "cost": split_cost(profile, split, output),
-        "uncompacted_cost": split_cost(profile, whole, output),
+        "cost": cost,
+        "uncompacted_cost": uncompacted,
         "summarizer_cost": call_cost(
             profile, row["summarizer_input_tokens"] or 0, row["summarizer_output_tokens"] or 0
         ),
+        # the part of the turn's saving the cut tokens account for (never below nothing)
+        "cut_cost": (uncompacted - cost) * min(cut / unsent, 1.0)
+        if cut > 0 and unsent > 0 and uncompacted > cost
+        else 0.0,
     }
 
 

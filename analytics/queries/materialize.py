@@ -179,10 +179,11 @@ JOBS: tuple[Job, ...] = (
         ("job_artifacts", "job_artifact_losses"),
         ("compactions", "views", "messages", "synthetic", "sessions"),
     ),
-    # costs: each turn's cache split and cost under its session's price profile (issue 18)
+    # costs: each turn's cache split and cost under its session's price profile (issue 18);
+    # 2: what truncations cut, and whether the uncompacted prompt fits the window (issue 26)
     Job(
         "costs",
-        1,
+        2,
         _costs,
         ("job_turn_costs",),
         ("turns", "messages", "views", "compactions", "sessions", "usage"),

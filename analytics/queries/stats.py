@@ -8,6 +8,16 @@ price profile (or one given), anchor survival and silent drops, artifact retenti
 model, agent, harness). Cheap aggregates are computed on read; the per-session jobs are read
 from their materialised tables (``analytics.materialize.refresh`` brings them up to date
 first). Nothing here writes.
+
+Savings that could have happened (issue 26): what a truncation took out of the views (an
+Emergency's, or a summariser fallback's budget trim) is *cut*, never saved — the ``saved`` and
+``saved_share`` of ``tokens`` and ``cost`` leave it out, and ``emergency.cut_tokens`` says what
+Emergency cut. A turn's saving (what it did not send, less the cut) is owed to the tier of the
+compaction that produced its view, as in ``cost.by_tier``, which gives each tier's ``cut``
+beside it. The uncompacted figures are what the whole history would have cost; where it would
+not have fit the window (``infeasible_turns``) ``uncompacted_feasible`` is false and that
+alternative was not possible. ``cost.net_negative_sessions`` names the sessions that could have
+run uncompacted and whose compaction cost more (summariser calls and cache writes included).
 """
 
 from __future__ import annotations
@@ -164,7 +174,7 @@ def _figures(
         "sessions": counts["sessions"],
         "turns": counts["turns"],
         "compactions": _compactions(compactions, _noop_calls(store, live)),
-        "emergency": _emergency(compactions, turns, sessions),
+        "emergency": _emergency(compactions, turns, sessions, costs),
         "compression": _compression(compactions, sessions),
         "tokens": _tokens(store, scope, costs),
         "cost": cost_figures(costs, known),
@@ -204,15 +214,24 @@ def _compactions(compactions: pl.DataFrame, noops: int) -> dict[str, Any]:
 
 
 def _emergency(
-    compactions: pl.DataFrame, turns: pl.DataFrame, sessions: pl.DataFrame
+    compactions: pl.DataFrame, turns: pl.DataFrame, sessions: pl.DataFrame, costs: pl.DataFrame
 ) -> dict[str, Any]:
+    """Counts, and what Emergency cut: tokens (as ``tokens`` counts them) summed over the turns
+    whose views lack them, those turns, and the messages its truncations dropped."""
     row = emergency_summary(compactions, turns, sessions).row(0, named=True)
+    emergency = compactions.filter(
+        (pl.col("tier") == int(CompactionTier.EMERGENCY)) & is_effective()
+    )
+    cut = costs.get_column("estimated_emergency_cut_tokens").fill_null(0)
     return {
         "truncations": row["truncations"],
         "offload_only": row["offload_only"],
         "per_100_turns": row["per_100_turns"],
         "emergencies": row["emergencies"],
         "escalations": row["escalations"],
+        "cut_tokens": int(cut.sum()),
+        "cut_turns": int((cut > 0).sum()),
+        "messages_dropped": int(emergency.get_column("n_dropped").fill_null(0).sum()),
     }
 
 
@@ -233,39 +252,59 @@ def _compression(compactions: pl.DataFrame, sessions: pl.DataFrame) -> dict[str,
 
 def _tokens(store: EventStore, scope: _Scope, costs: pl.DataFrame) -> dict[str, Any]:
     """Billed: the views over every turn plus the summariser's input and output (for the
-    offline summariser the tokens an LLM would have read and written), as ``tune`` bills."""
+    offline summariser the tokens an LLM would have read and written), as ``tune`` bills.
+    Saved: the uncompacted history less what was billed and what truncations cut."""
     summarizer = int(
         costs.select(pl.col("summarizer_input_tokens") + pl.col("summarizer_output_tokens"))
         .sum()
         .item()
         or 0
     )
+    cut = int(costs.get_column("estimated_cut_tokens").fill_null(0).sum())
+    infeasible = _infeasible(costs)
+    feasibility = {"infeasible_turns": infeasible, "uncompacted_feasible": infeasible == 0}
     if not job_table_exists(store, "job_session_timeline"):
-        return {"billed": 0, "uncompacted": 0, "saved_share": None, "summarizer": 0}
+        empty = {"billed": 0, "uncompacted": 0, "saved_share": None, "summarizer": 0}
+        return {**empty, "saved": 0, "cut": cut, **feasibility}
     views, uncompacted = store.query(
         f"""SELECT CAST(coalesce(sum(tokens_billed), 0) AS BIGINT),
                   CAST(coalesce(sum(tokens_uncompacted), 0) AS BIGINT)
            FROM job_session_timeline WHERE {scope.sql()}"""
     ).row(0)
     billed = views + summarizer
-    share = 1 - billed / uncompacted if uncompacted else None
+    saved = uncompacted - billed - cut
     return {
         "billed": billed,
         "uncompacted": uncompacted,
-        "saved_share": share,
+        "saved_share": saved / uncompacted if uncompacted else None,
         "views": views,
         "summarizer": summarizer,
+        "saved": saved,
+        "cut": cut,
+        **feasibility,
     }
+
+
+def _infeasible(costs: pl.DataFrame) -> int:
+    """Turns whose uncompacted prompt (and reserve) would not have fit the window."""
+    return int(costs.get_column("uncompacted_over_window").fill_null(value=False).sum())
 
 
 def cost_figures(
     costs: pl.DataFrame, known: Mapping[str, PriceProfile] = BUILTIN_PROFILES
 ) -> dict[str, Any]:
     """``cost`` of ``stats --json`` from priced turn rows (``analytics.jobs.costs``): the total
-    (turns plus summariser calls), what the same turns would have cost uncompacted, the share
-    saved, the cache split, per tier the saving owed to it (turns after its compactions) less
-    its summariser calls, and per profile the same sums. Totals add the sessions priced in USD
-    only (``none``'s cost is millions of tokens), unless no session is."""
+    (turns plus summariser calls), what the same turns would have cost uncompacted, what
+    truncations cut (``cut``, never saved), the saving (``saved``: uncompacted less total less
+    cut) and its share, the cache split; per tier the saving and the cut on the turns whose view
+    its compactions produced, less its summariser calls; per profile the same sums. Whether the
+    uncompacted history would have fit the window: ``infeasible_turns`` of ``priced_turns``,
+    ``uncompacted_feasible``, ``infeasible_sessions``, and ``feasible`` (the sums over the
+    sessions where it always fit). ``net_negative_sessions``: sessions that could have run
+    uncompacted and whose compaction cost more, each in its own profile's currency, the worst
+    (extra cost over uncompacted) first. Totals add
+    the sessions priced in USD only (``none``'s cost is millions of tokens), unless no session
+    is."""
     profiles = {name: frame for (name,), frame in costs.group_by("profile", maintain_order=True)}
     currencies = {n: known[n].currency if n in known else "USD" for n in profiles}
     currency = (
@@ -274,30 +313,78 @@ def cost_figures(
     counted = costs.filter(
         pl.col("profile").is_in([n for n, c in currencies.items() if c == currency])
     )
+    sessions = _session_costs(costs, currencies)
+    fits = sessions.filter(pl.col("infeasible_turns") == 0).get_column("session_id")
+    feasible = _cost_sums(counted.filter(pl.col("session_id").is_in(fits.implode())))
     out: dict[str, Any] = {"currency": currency, **_cost_sums(counted)}
     out["by_tier"] = {t.name: _tier_cost(counted, int(t)) for t in TIERS}
     out["by_profile"] = {
         str(name): {"currency": currencies[name], **_cost_sums(frame)}
         for name, frame in sorted(profiles.items())
     }
+    out["feasible"] = {
+        k: feasible[k] for k in ("sessions", "total", "uncompacted", "saved", "saved_share")
+    }
+    out["infeasible_sessions"] = (
+        sessions.filter(pl.col("infeasible_turns") > 0)
+        .select("session_id", "infeasible_turns", "turns")
+        .to_dicts()
+    )
+    out["net_negative_sessions"] = (
+        sessions.filter((pl.col("infeasible_turns") == 0) & (pl.col("extra") > 0))
+        .sort(pl.col("extra") / pl.col("uncompacted"), "session_id", descending=[True, False])
+        .select("session_id", "total", "uncompacted", "extra", "currency")
+        .to_dicts()
+    )
     return out
+
+
+def _session_costs(costs: pl.DataFrame, currencies: Mapping[str, str]) -> pl.DataFrame:
+    """Per session: total (turns and summariser calls), uncompacted, ``extra`` (what
+    compacting cost beyond not compacting, 0 within rounding), turns, infeasible turns."""
+    total = pl.col("cost").sum() + pl.col("summarizer_cost").sum()
+    uncompacted = pl.col("uncompacted_cost").sum()
+    return (
+        costs.group_by("session_id", maintain_order=True)
+        .agg(
+            total=total,
+            uncompacted=uncompacted,
+            turns=pl.len(),
+            infeasible_turns=pl.col("uncompacted_over_window").fill_null(value=False).sum(),
+            currency=pl.col("profile").first().replace_strict(currencies, default="USD"),
+        )
+        .with_columns(
+            extra=pl.when(pl.col("total") > pl.col("uncompacted") * (1 + 1e-9))
+            .then(pl.col("total") - pl.col("uncompacted"))
+            .otherwise(0.0)
+        )
+        .sort("session_id")
+    )
 
 
 def _cost_sums(frame: pl.DataFrame) -> dict[str, Any]:
     sums = frame.select(
-        pl.col("cost", "summarizer_cost", "uncompacted_cost").sum(),
+        pl.col("cost", "summarizer_cost", "uncompacted_cost", "cut_cost").sum(),
         pl.col("cache_read_tokens", "cache_write_tokens", "uncached_tokens").sum(),
         sessions=pl.col("session_id").n_unique(),
+        infeasible=pl.col("uncompacted_over_window").fill_null(value=False).sum(),
     ).row(0, named=True)
     total = float(sums["cost"] or 0) + float(sums["summarizer_cost"] or 0)
     uncompacted = float(sums["uncompacted_cost"] or 0)
+    cut = float(sums["cut_cost"] or 0)
+    saved = uncompacted - total - cut
     return {
         "sessions": int(sums["sessions"] or 0),
         "total": total,
         "turns": float(sums["cost"] or 0),
         "summarizer": float(sums["summarizer_cost"] or 0),
         "uncompacted": uncompacted,
-        "saved_share": 1 - total / uncompacted if uncompacted else None,
+        "saved": saved,
+        "saved_share": saved / uncompacted if uncompacted else None,
+        "cut": cut,
+        "priced_turns": frame.height,
+        "infeasible_turns": int(sums["infeasible"] or 0),
+        "uncompacted_feasible": not sums["infeasible"],
         "cache_read_tokens": int(sums["cache_read_tokens"] or 0),
         "cache_write_tokens": int(sums["cache_write_tokens"] or 0),
         "uncached_tokens": int(sums["uncached_tokens"] or 0),
@@ -305,10 +392,13 @@ def _cost_sums(frame: pl.DataFrame) -> dict[str, Any]:
 
 
 def _tier_cost(frame: pl.DataFrame, tier: int) -> dict[str, Any]:
+    """The turns whose view the tier's compactions produced: what they did not send, less
+    what truncations cut from it (``cut``), less the tier's summariser calls (``net``)."""
     rows = frame.filter(pl.col("tier") == tier)
-    saved = float((rows["uncompacted_cost"] - rows["cost"]).sum() or 0)
+    cut = float(rows["cut_cost"].sum() or 0)
+    saved = float((rows["uncompacted_cost"] - rows["cost"]).sum() or 0) - cut
     summarizer = float(rows["summarizer_cost"].sum() or 0)
-    return {"saved": saved, "summarizer": summarizer, "net": saved - summarizer}
+    return {"saved": saved, "cut": cut, "summarizer": summarizer, "net": saved - summarizer}
 
 
 def _anchor_retention(store: EventStore, scope: _Scope) -> dict[str, Any]:

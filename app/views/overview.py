@@ -2,9 +2,13 @@
 
 Sessions, turns, compactions per tier, emergencies split into truncations and offload-only,
 tokens billed against the uncompacted history, the cost block (total and uncompacted in the
-profile's currency, the share saved, each tier's net effect, each price profile), compression
-by tier and anchor survival; a cohort picker sets the same headline figures side by side for
-each group ``stats --by`` makes. It shows ``analytics``' figures as they are; it computes none.
+profile's currency, the share saved, each tier's saving, cut and net effect, each price
+profile), compression by tier and anchor survival; a cohort picker sets the same headline
+figures side by side for each group ``stats --by`` makes. What truncations cut is shown as cut,
+on its own line, never as saved; an uncompacted history that would not have fit the window is
+"not possible", not a price to compare with; sessions whose compaction cost more than not
+compacting get a warning with links to their timelines. It shows ``analytics``' figures as they
+are; it computes none.
 """
 
 from __future__ import annotations
@@ -36,13 +40,32 @@ def _metrics(stats: dict[str, Any]) -> None:
         help=f"truncations {emergency.get('truncations', 0)}, "
         f"offload-only {emergency.get('offload_only', 0)}",
     )
-    cols[4].metric("tokens saved", _share(tokens.get("saved_share")))
+    cols[4].metric(
+        "tokens saved",
+        _share(tokens.get("saved_share")),
+        help=f"what truncations cut is not counted: {tokens.get('cut', 0):,} tokens",
+    )
     cols[5].metric("silent anchor drops", f"{stats.get('silent_drops', 0):,}")
+    if emergency.get("truncations") or emergency.get("cut_tokens"):
+        st.markdown(
+            f"**cut by emergency truncation: {emergency.get('cut_tokens', 0):,} tokens, "
+            f"{emergency.get('cut_turns', 0):,} turns affected** "
+            f"({emergency.get('messages_dropped', 0):,} messages dropped; context lost, "
+            "not counted as saved)"
+        )
+    if not tokens.get("uncompacted_feasible", True):
+        st.warning(f"{_not_possible(tokens, stats['turns'])}: compaction was needed there.")
     st.caption(
         f"tokens billed {tokens.get('billed', 0):,} of {tokens.get('uncompacted', 0):,} "
-        f"uncompacted · quarantined spool lines {stats.get('quarantined', 0):,} · "
+        f"uncompacted · cut by truncation {tokens.get('cut', 0):,} · quarantined spool lines "
+        f"{stats.get('quarantined', 0):,} · "
         f"median compression ratio {stats.get('median_compression_ratio') or 0:.2f}"
     )
+
+
+def _not_possible(block: dict[str, Any], turns: int) -> str:
+    n, of = block.get("infeasible_turns", 0), block.get("priced_turns", turns)
+    return f"without compaction: not possible — {n:,} of {of:,} turns would not fit the window"
 
 
 def _money(value: float | None, currency: str) -> str:
@@ -60,16 +83,40 @@ def _cost(stats: dict[str, Any]) -> None:
         return
     currency = str(cost["currency"])
     st.subheader(f"Cost ({currency}, predicted from the prompt cache)")
-    cols = st.columns(4)
+    _net_negative(cost)
+    feasible = cost.get("uncompacted_feasible", True)
+    cols = st.columns(5)
     cols[0].metric("cost", _money(cost["total"], currency))
-    cols[1].metric("cost uncompacted", _money(cost["uncompacted"], currency))
-    cols[2].metric("cost saved", _share(cost["saved_share"]))
-    cols[3].metric("summariser calls", _money(cost["summarizer"], currency))
+    cols[1].metric(
+        "cost uncompacted",
+        _money(cost["uncompacted"], currency) if feasible else "not possible",
+        help=None
+        if feasible
+        else f"{_not_possible(cost, 0)}; priced as if it did: "
+        f"{_money(cost['uncompacted'], currency)}",
+    )
+    cols[2].metric(
+        "cost saved",
+        _share(cost["saved_share"]),
+        help=f"{_money(cost.get('saved'), currency)}; truncation cuts not counted",
+    )
+    cols[3].metric("cut by truncation", _money(cost.get("cut", 0.0), currency))
+    cols[4].metric("summariser calls", _money(cost["summarizer"], currency))
+    fits = cost.get("feasible") or {}
+    if not feasible and fits.get("sessions"):
+        st.caption(
+            f"Where the uncompacted history would have fit ({fits['sessions']:,} sessions), "
+            f"compaction saved {_share(fits['saved_share'])} "
+            f"({_money(fits['saved'], currency)})."
+        )
     tiers = [
         {"tier": tier, **{k: f"{v:,.4f}" for k, v in figures.items()}}
         for tier, figures in cost.get("by_tier", {}).items()
     ]
-    st.caption(f"Each tier's net effect ({currency}): saved on the turns after it less its calls")
+    st.caption(
+        f"Each tier ({currency}): saved on the turns whose view its compactions made, less what "
+        "truncations cut from them (cut, never saved), less its summariser calls (net)"
+    )
     st.table(pl.DataFrame(tiers).rename({"net": f"net ({currency})"}))
     profiles = [
         {
@@ -86,6 +133,24 @@ def _cost(stats: dict[str, Any]) -> None:
     st.table(pl.DataFrame(profiles))
 
 
+def _net_negative(cost: dict[str, Any], shown: int = 5) -> None:
+    """A warning naming the sessions whose compaction cost more than not compacting."""
+    losing = cost.get("net_negative_sessions") or []
+    if not losing:
+        return
+    st.warning(
+        f"Compaction cost more than not compacting in {len(losing):,} "
+        f"session{'s' if len(losing) != 1 else ''} that would have fit the window uncompacted "
+        "(summariser calls and cache writes included). The worst:"
+    )
+    for entry in losing[:shown]:
+        link(
+            "timeline",
+            f"{entry['session_id']}: +{entry['extra']:,.4f} {entry['currency']}",
+            session=str(entry["session_id"]),
+        )
+
+
 def _headline(key: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """One cohort's headline figures, as the overview shows them for the whole store."""
     cost, tokens = stats.get("cost") or {}, stats.get("tokens") or {}
@@ -99,8 +164,11 @@ def _headline(key: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
         "tokens billed": tokens.get("billed", 0),
         "tokens saved": _share(tokens.get("saved_share")),
         "cost": _money(cost.get("total"), currency),
-        "cost uncompacted": _money(cost.get("uncompacted"), currency),
+        "cost uncompacted": _money(cost.get("uncompacted"), currency)
+        if cost.get("uncompacted_feasible", True)
+        else "not possible",
         "cost saved": _share(cost.get("saved_share")),
+        "compaction cost more": len(cost.get("net_negative_sessions") or []),
     }
 
 

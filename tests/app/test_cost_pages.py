@@ -25,17 +25,35 @@ def _money(value: float, currency: str) -> str:
 def test_the_overview_shows_the_cost_block_of_stats_json(fixture_home: FixtureHome) -> None:
     cost = fixture_home.stats["cost"]
     assert cost["total"] > 0 and cost["currency"] == "USD"
+    # the replays at 16k outgrow their window: no uncompacted alternative to price
+    assert cost["uncompacted_feasible"] is False and cost["infeasible_turns"] > 0
 
     at = open_page("overview")
 
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["cost"] == _money(cost["total"], "USD")
-    assert metrics["cost uncompacted"] == _money(cost["uncompacted"], "USD")
+    assert metrics["cost uncompacted"] == "not possible"
     assert metrics["cost saved"] == f"{cost['saved_share']:.0%}"
+    assert metrics["cut by truncation"] == _money(cost["cut"], "USD")
+    (helped,) = [m for m in at.metric if m.label == "cost uncompacted"]
+    assert (
+        f"without compaction: not possible — {cost['infeasible_turns']:,} of "
+        f"{cost['priced_turns']:,} turns would not fit the window"
+    ) in helped.proto.help
     tables = [t.value for t in at.table]
     (tiers,) = [t for t in tables if "tier" in t.columns]
-    nets = dict(zip(tiers["tier"], tiers["net (USD)"], strict=True))
-    assert nets == {t: f"{f['net']:,.4f}" for t, f in cost["by_tier"].items()}
+    assert list(tiers.columns) == ["tier", "saved", "cut", "summarizer", "net (USD)"]
+    rows = {r["tier"]: r for r in tiers.to_dict("records")}
+    assert rows == {
+        t: {
+            "tier": t,
+            "saved": f"{f['saved']:,.4f}",
+            "cut": f"{f['cut']:,.4f}",
+            "summarizer": f"{f['summarizer']:,.4f}",
+            "net (USD)": f"{f['net']:,.4f}",
+        }
+        for t, f in cost["by_tier"].items()
+    }
     (profiles,) = [t for t in tables if "profile" in t.columns]
     assert profiles.to_dict("records") == [
         {
@@ -48,6 +66,31 @@ def test_the_overview_shows_the_cost_block_of_stats_json(fixture_home: FixtureHo
         }
         for name, p in cost["by_profile"].items()
     ]
+
+
+def test_the_overview_gives_emergency_truncation_its_own_line_never_as_saved(
+    fixture_home: FixtureHome,
+) -> None:
+    stats = fixture_home.stats
+    emergency, tokens = stats["emergency"], stats["tokens"]
+    assert emergency["truncations"] > 0 and emergency["cut_tokens"] > 0
+
+    at = open_page("overview")
+
+    text = shown(at)
+    assert (
+        f"cut by emergency truncation: {emergency['cut_tokens']:,} tokens, "
+        f"{emergency['cut_turns']:,} turns affected"
+    ) in text
+    assert f"{emergency['messages_dropped']:,} messages dropped" in text
+    assert (
+        f"without compaction: not possible — {tokens['infeasible_turns']:,} of "
+        f"{stats['turns']:,} turns would not fit the window"
+    ) in text
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["tokens saved"] == f"{tokens['saved_share']:.0%}"
+    # the share saved leaves the cut out: it is below what billed/uncompacted alone would say
+    assert tokens["saved_share"] < 1 - tokens["billed"] / tokens["uncompacted"]
 
 
 def test_the_overview_sets_cohorts_side_by_side_as_stats_by_window(

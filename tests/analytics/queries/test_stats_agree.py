@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from analytics.cli.main import app
 from analytics.store import EventStore
 from tests.analytics.replayed import DevReplays
+from tests.analytics.savings_sql import CUT_SQL
 
 LIVE = "session_id IN (SELECT session_id FROM sessions WHERE deleted_at IS NULL)"
 EFFECTIVE = f"FROM compactions WHERE tier > 0 AND coalesce(effective, true) AND {LIVE}"
@@ -138,6 +139,16 @@ def test_emergencies_and_tokens_billed_agree(replayed: tuple[Path, dict[str, Any
     assert figures["tokens"]["summarizer"] == summarizer
     assert figures["tokens"]["billed"] == billed + summarizer
     assert figures["tokens"]["uncompacted"] == uncompacted
+    # what truncations cut is not saved (issue 26): the share leaves it out
+    cut, emergency_cut = _sql(
+        home,
+        CUT_SQL + "SELECT CAST(sum(cut) AS BIGINT), CAST(sum(emergency_cut) AS BIGINT) "
+        f"FROM per_turn WHERE {LIVE}",
+    )
+    assert 0 < emergency_cut <= cut
+    assert figures["tokens"]["cut"] == cut
+    assert figures["emergency"]["cut_tokens"] == emergency_cut
+    assert figures["tokens"]["saved"] == uncompacted - billed - summarizer - cut
     assert figures["tokens"]["saved_share"] == pytest.approx(
-        1 - (billed + summarizer) / uncompacted
+        1 - (billed + summarizer + cut) / uncompacted
     )
