@@ -21,7 +21,7 @@ import streamlit as st
 from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, fix_words, lead_up_figure
 from app.context import frame, known_session, owner, read, session_ids
 from app.postmortem import CAUSE_TITLES, show_counterfactuals, show_group
-from app.widgets import EMPTY_STORE, link, paginate, param
+from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
 
 NONE_YET = (
     "No emergency in this store: no context reached the Emergency threshold. A small window "
@@ -57,6 +57,22 @@ def _counterfactual_button(items: list[dict[str, Any]]) -> None:
         with st.spinner("replaying the lead-ups…"):
             owner().run_jobs((COUNTERFACTUAL_JOB,))
         st.rerun()
+
+
+def _session_fix(fix: dict[str, Any]) -> None:
+    """The one config found to avoid every avoidable emergency of the session, or why none."""
+    if not fix.get("verified"):
+        why = fix.get("reason") or "no change avoided them all"
+        st.markdown(f"**One fix for the session:** none verified ({md_escape(str(why))})")
+        return
+    turns = fix.get("avoids") or []
+    listed = ", ".join(str(t) for t in turns)
+    where = f": no emergency at turn{'s' * (len(turns) > 1)} {listed}" if turns else ""
+    what = md_escape(str(fix.get("detail") or fix.get("change")))
+    st.markdown(
+        f"**One fix for the session:** {what} (verified by replaying the whole session"
+        f"{md_escape(where)})"
+    )
 
 
 def _members(group: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> pl.DataFrame:
@@ -140,6 +156,9 @@ def render() -> None:
         "(the first with a verified fix, else the first): its sentence, lead-up and fix; the "
         "list under it holds every one."
     )
+    fixes = {str(s["session_id"]): s["session_fix"] for s in found.get("sessions") or []}
+    if fix := fixes.get(sid):
+        _session_fix(fix)
     session = frame("sessions", sid).row(0, named=True)
     thresholds = {n: float(session[n]) for n in THRESHOLDS if session[n] is not None}
     _counterfactual_button(items)

@@ -259,3 +259,20 @@ def test_the_fleet_list_names_each_emergency_by_its_cause(found: FindingsHome) -
     assert sum("the fixed prompt alone fills the window" in label for label in listed) == sum(
         p["cause"] == "fixed_prompt" for p in found.postmortems
     )
+
+
+def test_a_session_fix_is_named_above_the_groups(found: FindingsHome) -> None:
+    fixed = [p for p in found.postmortems if (p.get("session_fix") or {}).get("verified")]
+    if not fixed:
+        pytest.skip("no session here has a verified session fix")
+    pm = fixed[0]
+    fix = pm["session_fix"]
+
+    at = open_page("emergencies", session=pm["session_id"])
+
+    said = [m.value.replace("\\", "") for m in at.markdown]
+    named = [m for m in said if m.startswith("**One fix for the session:**")]
+    assert len(named) == 1 and f"{fix['detail'] or fix['change']} (verified" in named[0]
+    if fix["avoids"]:
+        avoided = named[0].split("no emergency at turn", 1)[1]
+        assert avoided.strip("s )").split(", ") == [str(t) for t in fix["avoids"]]
