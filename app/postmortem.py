@@ -29,7 +29,7 @@ CAUSE_TITLES = {
     "history_missing": "History this transcript does not hold fills the window",
     "large_turn": "One turn's own words fill the window",
     "floor": "What no compaction takes out stays over the thresholds",
-    "burst": "One large message pushed it over",
+    "burst": "One turn's new messages pushed it over",
     "growth": "Steady growth that compaction did not hold down",
     "summarizer_failed": "The summariser failed",
     "undercount": "The estimate was too low",
