@@ -262,10 +262,12 @@ def _by_session(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
 def _add_compactions(
     out: Mapping[str, _Session], views: pl.DataFrame, compactions: pl.DataFrame
 ) -> None:
+    views = conform(views, _VIEWS)
     sides = {
         str(k[0]): g.sort("side", "position")
-        for k, g in conform(views, _VIEWS).group_by("compaction_id", maintain_order=True)
+        for k, g in views.group_by("compaction_id", maintain_order=True)
     }
+    sizes = _view_sizes(views)
     frame = conform(compactions, _COMPACTIONS).filter(is_effective() & (pl.col("tier") > 0))
     for row in frame.sort("session_id", "seq").iter_rows(named=True):
         state = out.get(row["session_id"])
@@ -274,8 +276,7 @@ def _add_compactions(
             continue
         before = view.filter(pl.col("side") == "before")
         after = view.filter(pl.col("side") == "after")
-        after_bytes = int(after.get_column("bytes").fill_null(0).sum())
-        cut = _cut_bytes(before, after)
+        before_bytes, after_bytes, cut = sizes[row["id"]]
         state.compactions.append(
             _Compaction(
                 seq=int(row["seq"]),
@@ -285,21 +286,29 @@ def _add_compactions(
                 shared=_shared(before, after),
                 summarizer=_summarizer(row, before),
                 cut_bytes=cut,
-                cut_estimate=_cut_estimate(row, cut, _bytes(before) - after_bytes),
+                cut_estimate=_cut_estimate(row, cut, before_bytes - after_bytes),
             )
         )
 
 
-def _bytes(side: pl.DataFrame) -> int:
-    return int(side.get_column("bytes").fill_null(0).sum())
-
-
-def _cut_bytes(before: pl.DataFrame, after: pl.DataFrame) -> int:
-    """Bytes a truncation took out: the messages dropped, and what the shortened ones lost."""
-    dropped = _bytes(before.filter(pl.col("status") == "dropped"))
+def _view_sizes(views: pl.DataFrame) -> dict[str, tuple[int, int, int]]:
+    """Per compaction: the bytes of its before and after views, and what a truncation took
+    out (the messages dropped, and what the shortened ones lost), in one pass over the rows."""
+    size = pl.col("bytes").fill_null(0)
+    before, after = pl.col("side") == "before", pl.col("side") == "after"
     changed = pl.col("status") == "changed"
-    shortened = _bytes(before.filter(changed)) - _bytes(after.filter(changed))
-    return dropped + max(shortened, 0)
+    sums = views.group_by("compaction_id").agg(
+        before=size.filter(before).sum(),
+        after=size.filter(after).sum(),
+        dropped=size.filter(before & (pl.col("status") == "dropped")).sum(),
+        shortened=size.filter(before & changed).sum() - size.filter(after & changed).sum(),
+    )
+    return {
+        str(cid): (int(b), int(a), int(d) + max(int(s), 0))
+        for cid, b, a, d, s in sums.select(
+            "compaction_id", "before", "after", "dropped", "shortened"
+        ).iter_rows()
+    }
 
 
 def _cut_estimate(row: Mapping[str, Any], cut: int, shrink: int) -> int:
