@@ -168,3 +168,102 @@ def test_an_offline_summary_is_counted_as_what_an_llm_would_have_read_and_writte
 def test_a_gap_longer_than_the_ttl_reads_nothing() -> None:
     costs = turn_costs(*_frames(gap_s=600), profile=ANTHROPIC)
     assert costs["cache_read_tokens"].to_list() == [2000, 0, 0]
+
+
+def _emergency_frames() -> tuple[pl.DataFrame, ...]:
+    """An 8,000-byte system prompt and six 8,000-byte messages; an Emergency before the third
+    turn keeps the task (h0), drops h1 and h2, shortens h3 to 2,000 bytes and keeps h4-h5; the
+    compactor counted 14,000 tokens before and 8,500 after. Window 12,000, reserve 1,000."""
+    turns = pl.DataFrame(
+        {
+            "session_id": ["s"] * 3,
+            "seq": [2, 5, 9],
+            "turn": [1, 2, 3],
+            "messages": [3, 5, 5],
+            "history_messages": [2, 4, 6],
+            "occurred_at": [T0 + dt.timedelta(seconds=k) for k in range(3)],
+            "tokens": [6000, 10000, 8500],
+            "history_tokens": [6000, 10000, 14000],
+            "context_window": [12_000, None, 12_000],
+            "reserve_tokens": [1000, 1000, 1000],
+        }
+    )
+    messages = pl.DataFrame({"session_id": ["s"] * 7, "idx": list(range(7)), "bytes": [8000] * 7})
+    before = [("sys", 8000, "system"), ("h0", 8000, "kept"), ("h1", 8000, "dropped")]
+    before += [("h2", 8000, "dropped"), ("h3", 8000, "changed")]
+    before += [("h4", 8000, "kept"), ("h5", 8000, "kept")]
+    after = [("sys", 8000, "system"), ("h0", 8000, "kept"), ("h3'", 2000, "changed")]
+    after += [("h4", 8000, "kept"), ("h5", 8000, "kept")]
+    views = pl.DataFrame(
+        [
+            {
+                "compaction_id": "e1",
+                "session_id": "s",
+                "side": side,
+                "position": p,
+                "sha256": sha,
+                "bytes": n,
+                "status": status,
+            }
+            for side, rows in (("before", before), ("after", after))
+            for p, (sha, n, status) in enumerate(rows)
+        ]
+    )
+    compactions = pl.DataFrame(
+        {
+            "id": ["e1"],
+            "session_id": ["s"],
+            "seq": [8],
+            "tier": [4],
+            "effective": [True],
+            "tokens_before": [14_000],
+            "tokens_after": [8_500],
+        }
+    )
+    sessions = pl.DataFrame(
+        {
+            "session_id": ["s"],
+            "model": ["claude-x"],
+            "system_bytes": [8000],
+            "context_window": [12_000],
+        }
+    )
+    usage = pl.DataFrame(
+        schema={
+            "session_id": pl.String,
+            "seq": pl.Int64,
+            "raw_estimated_tokens": pl.Int64,
+            "input_tokens": pl.Int64,
+            "output_tokens": pl.Int64,
+        }
+    )
+    return turns, messages, views, compactions, sessions, usage
+
+
+def test_what_an_emergency_dropped_or_shortened_is_cut_on_the_turns_without_it() -> None:
+    costs = turn_costs(*_emergency_frames(), profile=NONE)
+
+    rows = costs.select(
+        "prompt_tokens",
+        "uncompacted_prompt_tokens",
+        "cut_tokens",
+        "estimated_cut_tokens",
+        "estimated_emergency_cut_tokens",
+        "tier",
+    ).rows()
+    # 16,000 bytes dropped and 6,000 taken off h3: 5,500 tokens, all the third turn left out
+    assert rows == [
+        (6000, 6000, 0, 0, 0, 0),
+        (10000, 10000, 0, 0, 0, 0),
+        (8500, 14000, 5500, 5500, 5500, 4),
+    ]
+    third = costs.row(2, named=True)
+    assert third["cut_cost"] == pytest.approx(5500 / 1e6)
+    assert third["cut_cost"] == pytest.approx(third["uncompacted_cost"] - third["cost"])
+
+
+def test_a_turn_whose_uncompacted_prompt_and_reserve_exceed_the_window_is_flagged() -> None:
+    costs = turn_costs(*_emergency_frames())
+    # 6,000 and 10,000 tokens fit 12,000 with a 1,000 reserve (the second turn takes the
+    # session's window); the whole 14,000-token history does not
+    assert costs["uncompacted_over_window"].to_list() == [False, False, True]
