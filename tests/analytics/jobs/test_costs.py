@@ -170,7 +170,9 @@ def test_a_gap_longer_than_the_ttl_reads_nothing() -> None:
     assert costs["cache_read_tokens"].to_list() == [2000, 0, 0]
 
 
-def _emergency_frames() -> tuple[pl.DataFrame, ...]:
+def _emergency_frames() -> tuple[
+    pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame
+]:
     """An 8,000-byte system prompt and six 8,000-byte messages; an Emergency before the third
     turn keeps the task (h0), drops h1 and h2, shortens h3 to 2,000 bytes and keeps h4-h5; the
     compactor counted 14,000 tokens before and 8,500 after. Window 12,000, reserve 1,000."""
