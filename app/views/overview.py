@@ -104,10 +104,12 @@ def _cost(stats: dict[str, Any]) -> None:
     cols[4].metric("summariser calls", _money(cost["summarizer"], currency))
     fits = cost.get("feasible") or {}
     if not feasible and fits.get("sessions"):
+        saved = float(fits["saved"])
+        share = abs(fits["saved_share"]) if fits["saved_share"] is not None else None
+        effect = "saved" if saved >= 0 else "cost more by"
         st.caption(
             f"Where the uncompacted history would have fit ({fits['sessions']:,} sessions), "
-            f"compaction saved {_share(fits['saved_share'])} "
-            f"({_money(fits['saved'], currency)})."
+            f"compaction {effect} {_share(share)} ({_money(abs(saved), currency)})."
         )
     tiers = [
         {"tier": tier, **{k: f"{v:,.4f}" for k, v in figures.items()}}
@@ -124,7 +126,9 @@ def _cost(stats: dict[str, Any]) -> None:
             "currency": p["currency"],
             "sessions": p["sessions"],
             "cost": f"{p['total']:,.4f}",
-            "uncompacted": f"{p['uncompacted']:,.4f}",
+            "uncompacted": f"{p['uncompacted']:,.4f}"
+            if p.get("uncompacted_feasible", True)
+            else f"not possible ({p['infeasible_turns']:,} of {p['priced_turns']:,} turns)",
             "saved": _share(p["saved_share"]),
         }
         for name, p in cost.get("by_profile", {}).items()

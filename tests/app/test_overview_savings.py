@@ -62,3 +62,9 @@ def test_the_overview_warns_of_the_session_whose_compaction_cost_more(
     assert metrics["cost uncompacted"] == "not possible"
     assert metrics["cost saved"] == f"{on_loops['cost']['saved_share']:.0%}"
     assert on_loops["cost"]["saved_share"] < 0
+    fits = on_loops["cost"]["feasible"]
+    assert fits["sessions"] == 2 and fits["saved"] < 0  # the eager and the never loops
+    assert (
+        "Where the uncompacted history would have fit (2 sessions), compaction cost more by "
+        f"{-fits['saved_share']:.0%} ({-fits['saved']:,.4f} USD)"
+    ) in shown(at)
