@@ -48,6 +48,7 @@ from analytics.cli.terminal import (
     RunProgress,
     console,
     err_console,
+    fit_consoles,
     print_error,
     print_issues,
     print_note,
@@ -91,6 +92,7 @@ class CaptureName(StrEnum):
 @app.callback()
 def _root() -> None:
     """compactlens: progressive context compaction for LLM agents, and its analytics."""
+    fit_consoles()
 
 
 PathsArgument = Annotated[

@@ -9,6 +9,8 @@ does any work.
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +35,25 @@ from analytics.store.projector import Progress as IngestProgress
 
 console = Console()
 err_console = Console(stderr=True)
+PIPED_WIDTH = 160
+"""Columns of output that goes to a file or a pipe (no terminal says how wide it is): tables
+are not wrapped at 80 columns for a reader who never sees a terminal. ``COLUMNS`` wins."""
+
+
+def fit_consoles() -> None:
+    """Size both consoles for this command, from ``COLUMNS`` when set, else the terminal's
+    width, else ``PIPED_WIDTH`` (read at each command: a long-lived process, such as a test
+    run, may change its environment between commands)."""
+    columns = os.environ.get("COLUMNS", "")
+    for each in (console, err_console):
+        if columns.isdigit() and int(columns) > 0:
+            each.width = int(columns)
+        elif each.is_terminal:
+            each.width = shutil.get_terminal_size().columns
+        else:
+            each.width = PIPED_WIDTH
+
+
 MAX_LISTED = 20
 """Quarantined lines listed one by one; the rest are counted."""
 
