@@ -119,7 +119,7 @@ def test_overview_shows_the_figures_of_stats_json(served: Served) -> None:
     [
         ("timeline", "sqlfluff", ("Context tokens per turn", "· SOFT ·", "· FULL ·")),
         ("offloads", "hostile", ("Offloaded files", "call_0.txt")),
-        ("emergency-post-mortem", "1af7fc5e", ("emergency at turn", "tokens dropped")),
+        ("emergency-post-mortem", "1af7fc5e", ("the one shown below", "tokens dropped")),
         ("retention-session", "django", ("Anchor retention", "Anchor survival")),
     ],
 )
