@@ -141,7 +141,8 @@ def _best(state: Any) -> str:
     if state.best_value is None:
         return ""
     if state.objective == "cost":
-        return f", best {state.best_name} (cost {state.best_value:,.4f})"
+        unit = f" {state.cost_unit}" if getattr(state, "cost_unit", "") else ""
+        return f", best {state.best_name} (cost {state.best_value:,.4f}{unit})"
     return f", best {state.best_name} ({state.best_tokens_billed:,} tokens)"
 
 

@@ -82,6 +82,8 @@ class TuneProgress:
     """The best trial's figure on the objective (cost, or tokens billed)."""
     sessions: int = 0
     """How many sessions each trial replays."""
+    cost_unit: str = ""
+    """The currency of ``best_value`` when the objective is cost."""
 
 
 TuneProgressCallback = Callable[[TuneProgress], None]
@@ -236,8 +238,11 @@ class _Runner:
             )
             return
         value, name, billed = self.best
+        unit = _cost_unit(self.setting.profile, metrics)
         self.progress(
-            TuneProgress(done, self.total, name, billed, eta, self.objective, value, self.sessions)
+            TuneProgress(
+                done, self.total, name, billed, eta, self.objective, value, self.sessions, unit
+            )
         )
 
     def close(self) -> None:

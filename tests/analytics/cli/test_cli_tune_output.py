@@ -22,6 +22,8 @@ import tomli_w
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
+from analytics.cli.terminal import _best
+from analytics.tuning.lab import TuneProgress
 from compactor import CompactorConfig
 from tests.transcripts import CTF
 
@@ -176,3 +178,11 @@ def test_every_figure_printed_has_its_unit(found: dict[str, Any], printed: tuple
     assert all(f.endswith((" tokens", " USD", " Mtok")) for f in figures), folds
     (baseline,) = [line for line in out.splitlines() if line.startswith("cheapest baseline")]
     assert re.search(r"\(\d[\d,.]* (tokens|USD|Mtok)\)", baseline), baseline
+
+
+def test_the_progress_line_gives_the_best_cost_with_its_currency() -> None:
+    """The line ``tune`` prints while it runs names the currency of the best cost so far."""
+    state = TuneProgress(3, 9, "w0.6", 1_000, 1.0, "cost", 0.0925, 4, "EUR")
+    assert _best(state) == ", best w0.6 (cost 0.0925 EUR)"
+    tokens = TuneProgress(3, 9, "w0.6", 1_234, 1.0, "tokens", 1_234.0, 4)
+    assert _best(tokens) == ", best w0.6 (1,234 tokens)"
