@@ -75,10 +75,27 @@ def json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
     )
 
 
+NOT_PATHS = (
+    r"^\d+(?:/\d+)+$"  # dates and ratios: 12/2/2025, 3/4
+    r"|^[A-Z][A-Za-z0-9]*\.js$"  # Node.js, Vue.js: names of tools, not files
+    r"|^[A-Za-z0-9@+~]+(?:/[A-Za-z0-9@+~]+)+$"  # words with slashes: pros/cons, P1/P2/P3
+)
+"""Path-like tokens that are not paths: dates and ratios, ``Name.js`` tool names, and
+slash-separated plain words (no root, no extension, no ``_``, ``-`` or ``.`` in any part: a
+relative folder named only by plain words is dropped too, for precision)."""
+DIFF_PREFIX = r"^[ab]/(\S+/\S+|\S+\.[A-Za-z0-9]{1,8})$"
+"""git diff's ``a/`` and ``b/`` before a path: the path is what follows."""
+
+
 def text_paths(text: pl.Expr) -> pl.Expr:
-    """Path-like tokens in ``text`` (a list per row); URLs are not paths."""
+    """Path-like tokens in ``text`` (a list per row); URLs, dates, ``Name.js`` and
+    slash-separated words are not paths, and a diff's ``a/``/``b/`` prefix is not part of one."""
     without_urls = text.str.replace_all(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", " ")
-    return without_urls.str.extract_all(PATH_PATTERN)
+    return without_urls.str.extract_all(PATH_PATTERN).list.eval(
+        pl.element()
+        .str.replace(DIFF_PREFIX, "$1")
+        .filter(~pl.element().str.replace(DIFF_PREFIX, "$1").str.contains(NOT_PATHS))
+    )
 
 
 def error_lines(text: pl.Expr) -> pl.Expr:

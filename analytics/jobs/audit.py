@@ -76,9 +76,10 @@ def boundaries(compactions: pl.DataFrame, compaction_views: pl.DataFrame) -> pl.
 
 def needles(found: pl.DataFrame) -> pl.DataFrame:
     """compaction_id, artifact, needle: the texts that name each artifact. A path is named by
-    itself or a tail of two or more segments (``/home/u/src/cache.py``: also
-    ``home/u/src/cache.py``, ``u/src/cache.py``, ``src/cache.py``); a command or an error line
-    only by itself."""
+    itself, a tail of two or more segments (``/home/u/src/cache.py``: also
+    ``home/u/src/cache.py``, ``u/src/cache.py``, ``src/cache.py``), or its file name when no
+    other path artifact of that compaction has the same one (``cache.py``); a command or an
+    error line only by itself."""
     whole = found.select("compaction_id", "artifact", needle=pl.col("artifact"))
     parts = pl.col("artifact").str.strip_chars_start("/").str.split("/")
     tails = (
@@ -93,7 +94,13 @@ def needles(found: pl.DataFrame) -> pl.DataFrame:
             needle=pl.col("parts").list.slice(pl.col("start")).list.join("/"),
         )
     )
-    return pl.concat([whole, tails]).filter(pl.col("needle") != "").unique()
+    base = pl.col("artifact").str.split("/").list.last()
+    names = (
+        found.filter(pl.col("kind") == "path")
+        .select("compaction_id", "artifact", needle=base)
+        .filter(pl.len().over("compaction_id", "needle") == 1)  # no other artifact's name
+    )
+    return pl.concat([whole, tails, names]).filter(pl.col("needle") != "").unique()
 
 
 def artifacts_kept(

@@ -158,9 +158,11 @@ JOBS: tuple[Job, ...] = (
         ("job_retention_detail", "job_silent_drops"),
         ("anchor_items", "compactions", "sessions", "turns"),
     ),
+    # postmortem 5: causes from measured fixed parts, missing history, large turns, floors;
+    # a burst is a turn's new messages (issue 26)
     Job(
         "postmortem",
-        4,
+        5,
         _postmortem,
         ("job_emergencies", "job_lead_up", "job_top_contributors"),
         ("compactions", "turns", "messages", "views", "sessions", "usage"),
@@ -172,9 +174,10 @@ JOBS: tuple[Job, ...] = (
         ("job_offload_read_backs",),
         ("offloads", "messages", "sessions"),
     ),
+    # artifacts 2: dates, Name.js, slash-separated words and diff prefixes are not paths
     Job(
         "artifacts",
-        1,
+        2,
         _artifacts,
         ("job_artifacts", "job_artifact_losses"),
         ("compactions", "views", "messages", "synthetic", "sessions"),

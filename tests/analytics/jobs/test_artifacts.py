@@ -298,8 +298,9 @@ def test_head_artifacts_come_from_text_and_tool_call_arguments() -> None:
 
 def test_paths_and_error_lines_found_in_text() -> None:
     text = (
-        "Edit src/cache.py, then ./run.sh and a/b/c. Not and/or, 1/2 or "
-        "https://example.com/a/b; setup.py too.\n"
+        "Edit src/cache.py, then ./run.sh and src/my_pkg/util. Not and/or, 1/2 or "
+        "https://example.com/a/b; setup.py too. Not 12/2/2025, P1/P2/P3, pros/cons/effort, "
+        "Small/Medium/Large or Node.js; diff --git a/lib/io.go b/lib/io.go\n"
         "KeyError: 'user'\nerror: cannot find module\n"
         "FAILED tests/test_cache.py::test_write - AssertionError\n"
     )
@@ -307,7 +308,15 @@ def test_paths_and_error_lines_found_in_text() -> None:
         paths=text_paths(pl.col("t")), errors=error_lines(pl.col("t"))
     )
     assert found.row(0) == (
-        ["src/cache.py", "./run.sh", "a/b/c", "setup.py", "tests/test_cache.py"],
+        [
+            "src/cache.py",
+            "./run.sh",
+            "src/my_pkg/util",
+            "setup.py",
+            "lib/io.go",  # a diff's a/ and b/ are no part of the path
+            "lib/io.go",
+            "tests/test_cache.py",
+        ],
         [
             "KeyError: 'user'",
             "error: cannot find module",

@@ -106,11 +106,18 @@ def test_a_path_the_summary_names_by_its_tail_is_kept_and_a_dropped_failure_is_l
     assert kept[("error", FAILURE)] is False
 
 
-def test_a_basename_alone_never_names_a_path() -> None:
-    found = pl.DataFrame({"compaction_id": ["c"], "kind": ["path"], "artifact": ["/a/b/cache.py"]})
-    named = set(needles(found)["needle"].to_list())
-    assert named == {"/a/b/cache.py", "a/b/cache.py", "b/cache.py"}
-    assert "cache.py" not in named
+def test_a_file_name_names_a_path_only_when_no_other_artifact_has_it() -> None:
+    one = pl.DataFrame({"compaction_id": ["c"], "kind": ["path"], "artifact": ["/a/b/cache.py"]})
+    named = set(needles(one)["needle"].to_list())
+    assert named == {"/a/b/cache.py", "a/b/cache.py", "b/cache.py", "cache.py"}
+    two = pl.DataFrame(
+        {
+            "compaction_id": ["c", "c"],
+            "kind": ["path"] * 2,
+            "artifact": ["/a/cache.py", "x/cache.py"],
+        }
+    )
+    assert "cache.py" not in set(needles(two)["needle"].to_list())
 
 
 def test_user_messages_are_kept_only_verbatim() -> None:
