@@ -74,6 +74,8 @@ class RunReport:
     """(session id, file) for sessions an earlier run made from a file that no longer has them."""
     messages: int = 0
     records: int = 0
+    harness_compactions: int = 0
+    """The compactions the harness made itself, in the sessions this run stored."""
     issues: list[ImportIssue] = field(default_factory=list)
     replays: list[ReplayResult] = field(default_factory=list)
     ingest: IngestResult = field(default_factory=IngestResult)
@@ -257,6 +259,7 @@ def _import_session(run: _Run, imported: ImportedSession, capture: Capture, file
     run.placed[imported.session_id] = sid.session_id if sid else imported.session_id
     if placement is None:
         return
+    run.report.harness_compactions += len(imported.compactions)
     extra = _version_metadata(imported.session_id, print_, "import", file)
     for event in session_events(imported, capture, session_id=placement.session_id, extra=extra):
         run.sink.emit(event)

@@ -157,7 +157,8 @@ def import_summary(report: RunReport, skipped: int = 0) -> None:
         ("sessions imported", report.sessions),
         ("already in the store, skipped", report.skipped),
         ("messages", report.messages),
-        ("compaction records", report.records),
+        ("harness compactions stored", report.harness_compactions),
+        ("harness9 compaction records", report.records),
         ("files skipped (not transcripts)", skipped),
         ("files with problems", _problem_files(report, skipped)),
     ]

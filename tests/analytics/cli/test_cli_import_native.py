@@ -1,0 +1,37 @@
+"""``import`` says how many of the harness's own compactions it stored (issue 27 item 5).
+
+Two Claude Code sessions that compacted themselves are imported through the command line; the
+figure the import table prints is compared with the ``compact_boundary`` lines of the raw files
+(counted here), and a second import of the same files stores none again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.analytics.cli_helpers import run
+from tests.app.native import FILES, NATIVE, raw_boundaries
+
+pytestmark = pytest.mark.skipif(not NATIVE.is_dir(), reason=f"no transcripts at {NATIVE}")
+
+
+def _stored(output: str) -> int:
+    found = re.search(r"harness compactions stored\s*│\s*([\d,]+)", output)
+    assert found, output
+    return int(found.group(1).replace(",", ""))
+
+
+def test_import_counts_the_harness_compactions_it_stored(tmp_path: Path) -> None:
+    files = [NATIVE / f for f in FILES]
+    boundaries = sum(len(raw_boundaries(f)) for f in files)
+    assert boundaries > 0
+
+    first = run("import", *files, "--home", tmp_path)
+    again = run("import", *files, "--home", tmp_path)
+
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert _stored(first.output) == boundaries
+    assert _stored(again.output) == 0  # already in the store: nothing stored twice
