@@ -15,6 +15,21 @@ from typer.testing import CliRunner, Result
 from analytics.cli.main import app
 from analytics.store import EventStore
 
+TUNE_FIGURES = (
+    "tokens_billed",
+    "saved_share",
+    "summarizer_tokens",
+    "turns_over_window",
+    "emergencies",
+    "artifact_retention",
+    "anchor_retention",
+    "violations",
+    "cost",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
+"""What a ``tune --json`` strategy row reports besides its name, kind and config (SPEC 6),
+written here as the contract, not read from the code under test."""
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT.parent / "shared" / "data" / "transcripts"
 SWE_FILE = TRANSCRIPTS / "swe-agent/trajectories/demonstrations/function_calling_simple.traj"

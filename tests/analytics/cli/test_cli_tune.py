@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
+from tests.analytics.cli_helpers import TUNE_FIGURES
 from tests.grids import grid_toml
 
 MINI = (
@@ -17,22 +18,7 @@ MINI = (
     / "transcripts"
     / "mini-swe-agent"
 )
-KEYS = {
-    "name",
-    "kind",
-    "config",
-    "tokens_billed",
-    "saved_share",
-    "summarizer_tokens",
-    "turns_over_window",
-    "emergencies",
-    "artifact_retention",
-    "anchor_retention",
-    "violations",
-    "cost",
-    "cache_read_tokens",
-    "cache_write_tokens",
-}
+KEYS = {"name", "kind", "config", *TUNE_FIGURES}
 
 
 def test_tune_prints_the_spec_json_and_writes_a_loadable_recommendation(tmp_path: Path) -> None:

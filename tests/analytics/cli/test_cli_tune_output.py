@@ -25,23 +25,11 @@ from analytics.cli.main import app
 from analytics.cli.terminal import _best
 from analytics.tuning.lab import TuneProgress
 from compactor import CompactorConfig
+from tests.analytics.cli_helpers import TUNE_FIGURES
 from tests.transcripts import CTF
 
 GRID: dict[str, list[float]] = {"warn": [0.55, 0.6], "soft": [0.65, 0.7], "full": [0.85, 0.9]}
-FIGURES = (
-    "tokens_billed",
-    "saved_share",
-    "summarizer_tokens",
-    "turns_over_window",
-    "emergencies",
-    "artifact_retention",
-    "anchor_retention",
-    "violations",
-    "cost",
-    "cache_read_tokens",
-    "cache_write_tokens",
-)
-"""What a ``tune --json`` row reports besides its name, kind and config."""
+FIGURES = TUNE_FIGURES
 
 pytestmark = pytest.mark.skipif(not CTF.is_dir(), reason=f"no transcripts at {CTF}")
 

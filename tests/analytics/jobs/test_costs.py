@@ -76,6 +76,28 @@ def test_the_fit_finds_a_harness_overhead_and_a_slope() -> None:
 T0 = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
 
 
+ViewRow = tuple[str, int, str]
+
+
+def _views(compaction_id: str, before: list[ViewRow], after: list[ViewRow]) -> pl.DataFrame:
+    """compaction_views rows of one compaction of session ``s``: (sha256, bytes, status)."""
+    return pl.DataFrame(
+        [
+            {
+                "compaction_id": compaction_id,
+                "session_id": "s",
+                "side": side,
+                "position": p,
+                "sha256": sha,
+                "bytes": n,
+                "status": status,
+            }
+            for side, rows in (("before", before), ("after", after))
+            for p, (sha, n, status) in enumerate(rows)
+        ]
+    )
+
+
 def _frames(
     gap_s: float = 1.0,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -97,21 +119,7 @@ def _frames(
     before += [("h4", 8000, "kept"), ("h5", 8000, "kept")]
     after = [("sys", 8000, "system"), ("sum", 2000, "synthetic"), ("h4", 8000, "kept")]
     after += [("h5", 8000, "kept")]
-    views = pl.DataFrame(
-        [
-            {
-                "compaction_id": "c1",
-                "session_id": "s",
-                "side": side,
-                "position": p,
-                "sha256": sha,
-                "bytes": n,
-                "status": status,
-            }
-            for side, rows in (("before", before), ("after", after))
-            for p, (sha, n, status) in enumerate(rows)
-        ]
-    )
+    views = _views("c1", before, after)
     compactions = pl.DataFrame(
         {
             "id": ["c1"],
@@ -196,21 +204,7 @@ def _emergency_frames() -> tuple[
     before += [("h4", 8000, "kept"), ("h5", 8000, "kept")]
     after = [("sys", 8000, "system"), ("h0", 8000, "kept"), ("h3'", 2000, "changed")]
     after += [("h4", 8000, "kept"), ("h5", 8000, "kept")]
-    views = pl.DataFrame(
-        [
-            {
-                "compaction_id": "e1",
-                "session_id": "s",
-                "side": side,
-                "position": p,
-                "sha256": sha,
-                "bytes": n,
-                "status": status,
-            }
-            for side, rows in (("before", before), ("after", after))
-            for p, (sha, n, status) in enumerate(rows)
-        ]
-    )
+    views = _views("e1", before, after)
     compactions = pl.DataFrame(
         {
             "id": ["e1"],
