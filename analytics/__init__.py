@@ -17,6 +17,7 @@ from analytics.errors import (
     TranscriptError,
     UnknownFormatError,
 )
+from analytics.extras import MissingExtraError
 from analytics.jobs.anchor_matching import ANCHOR_ORDER
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.explanations import drop_reason_words, fix_words
@@ -102,6 +103,7 @@ __all__ = [
     "EventStore",
     "IngestResult",
     "Job",
+    "MissingExtraError",
     "PostmortemFrames",
     "Projector",
     "RebuildResult",

@@ -7,46 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from compactor import Message, TokenUsage, ToolCall
 from compactor.events import parse_event
+from tests.readme_driver import run_agent_loop
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def _agent_loop_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Using the compactor in an agent loop", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README lost its agent-loop example"
-    return match.group(1)
-
-
-class ScriptedModel:
-    """Each call reads a file with a large result, until it has done ``turns`` calls."""
-
-    def __init__(self, turns: int) -> None:
-        self.turns = turns
-        self.views: list[list[Message]] = []
-
-    def __call__(self, view: list[Message]) -> tuple[Message, list[Message], TokenUsage, bool]:
-        self.views.append(view)
-        n = len(self.views)
-        call = ToolCall(id=f"c{n}", name="read_file", arguments=f'{{"path": "src/m{n}.py"}}')
-        reply = Message(role="assistant", content=f"Reading src/m{n}.py.", tool_calls=(call,))
-        body = "\n".join(f"line {i} of src/m{n}.py" for i in range(2_000))
-        result = Message(role="tool", tool_call_id=call.id, content=body)
-        usage = TokenUsage(input_tokens=sum(len(m.content) for m in view) // 4)
-        return reply, [result], usage, n >= self.turns
 
 
 def test_the_readme_agent_loop_runs_compacts_and_spools_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    model = ScriptedModel(turns=60)
-    namespace: dict[str, object] = {"call_your_model": model, "done": False}
-
-    exec(compile(_agent_loop_block(), str(README), "exec"), namespace)
+    model, namespace = run_agent_loop(README, turns=60)
 
     assert len(model.views) == 60
     printed = capsys.readouterr().out

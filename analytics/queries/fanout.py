@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from analytics.errors import AnalyticsError
+from analytics.extras import require
 
 CONNECT_TIMEOUT_S = 10.0
 """How long connecting to a Dask scheduler may take before the refresh gives up."""
@@ -51,6 +52,7 @@ class DaskFanout:
         if not isinstance(dask, str):
             address = getattr(getattr(dask, "scheduler", None), "address", None)
             return cls(dask, str(address or "the given client"), owned=False)
+        require("distributed", "tune", "a Dask fan-out (--dask)")
         import distributed
         from distributed.comm.addressing import resolve_address
 

@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from analytics.extras import require
 from analytics.importers import ImportedSession
 from analytics.jobs.prices import PriceProfile
 from analytics.tuning.metrics import SessionMetrics, measure
@@ -130,6 +131,7 @@ class DaskBackend:
     """A Dask distributed cluster at ``address``; the sessions are broadcast to every worker."""
 
     def __init__(self, sessions: list[ImportedSession], address: str) -> None:
+        require("distributed", "tune", "tuning on a Dask cluster (--dask)")
         import distributed
 
         client_class: Any = distributed.Client

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import optuna
 
+from analytics.extras import require
 from analytics.tuning.metrics import SessionMetrics, totals
 from analytics.tuning.pareto import OBJECTIVE_COLUMNS
 from analytics.tuning.specs import StrategySpec, progressive_spec
@@ -66,7 +67,8 @@ def optuna_search(
     objective: str = "tokens",
 ) -> list[tuple[str, StrategySpec]]:
     """Runs ``trials`` trials; returns (key, spec) of each, in trial order."""
-    import optuna  # only a search needs it: every other command starts without it
+    require("optuna", "tune", "tuning's Optuna search")  # only a search needs it
+    import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed)
