@@ -33,8 +33,12 @@ from analytics.importers import ImportIssue
 from analytics.store import QuarantinedLine
 from analytics.store.projector import Progress as IngestProgress
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
+"""Both consoles print text as written: what they print is mostly data (session ids, models,
+file names, tool names), in which a ``[/bold]`` is no closing tag (rich would raise
+``MarkupError``) and ``:smile:``, or the ``:100:`` of ``path:100: reason``, no emoji. Styled
+output is a ``Text`` with a style, never markup in a string."""
 PIPED_WIDTH = 160
 """Columns of output that goes to a file or a pipe (no terminal says how wide it is): tables
 are not wrapped at 80 columns for a reader who never sees a terminal. ``COLUMNS`` wins."""
@@ -89,7 +93,7 @@ class RunProgress:
 
     def __init__(self) -> None:
         self.progress = Progress(
-            TextColumn("[progress.description]{task.description}"),
+            TextColumn("{task.description}", style="progress.description", markup=False),
             BarColumn(),
             CountColumn(),
             RateColumn(),
