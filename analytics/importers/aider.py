@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from analytics.errors import TranscriptError
-from analytics.importers.reading import Reporter, SourceFile
+from analytics.importers.reading import MAX_COUNT, Reporter, SourceFile
 from analytics.importers.session import ImportedSession, TurnUsage
 from compactor import Message
 
@@ -44,6 +44,8 @@ class _Chat:
     output_lines: int = 0
     unattached_usage: int = 0
     peak_sent: int | None = None
+    problems: list[str] = field(default_factory=list)
+    """Problems of the line just fed, for the reader to report with its number."""
     _kind: str | None = None
     _block: list[str] = field(default_factory=list)
     _reply_index: int | None = None
@@ -83,12 +85,20 @@ class _Chat:
             self.model = model.group(1)
         if not text.startswith("Tokens:"):
             return
-        figures = {kind: _number(num, unit) for num, unit, kind in _TOKEN_PART.findall(text)}
+        figures: dict[str, int | None] = {}
+        for num, unit, kind in _TOKEN_PART.findall(text):
+            figures[kind] = _number(num, unit)
+            if figures[kind] is None:
+                self.problems.append(
+                    f"Tokens: '{num}{unit} {kind}' is no count of tokens (expected a number up "
+                    f"to {MAX_COUNT:,}); that figure is left empty, everything else kept"
+                )
         sent = figures.get("sent")
         if sent is not None:
             self.peak_sent = max(self.peak_sent or 0, sent)
         index = self._reply_index
-        if index is None or any(u.message_index == index for u in self.usage) or sent is None:
+        attached = any(u.message_index == index for u in self.usage)
+        if index is None or attached or "sent" not in figures:
             self.unattached_usage += 1
             return
         self.usage.append(
@@ -129,11 +139,15 @@ class _Chat:
         )
 
 
-def _number(num: str, unit: str) -> int:
-    """``5,244`` → 5244; ``12k`` → 12000; ``1.2k`` → 1200; ``1.1M`` → 1100000."""
-    value = float(num.replace(",", ""))
-    scale = {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()]
-    return round(value * scale)
+def _number(num: str, unit: str) -> int | None:
+    """``5,244`` → 5244; ``12k`` → 12000; ``1.2k`` → 1200; ``1.1M`` → 1100000; None for what
+    is no number (``1.2.3``) or more than ``MAX_COUNT``."""
+    try:
+        value = float(num.replace(",", ""))
+    except ValueError:
+        return None
+    scaled = value * {"": 1, "k": 1_000, "m": 1_000_000}[unit.lower()]
+    return round(scaled) if 0 <= scaled <= MAX_COUNT else None
 
 
 def iter_aider_sessions(
@@ -148,6 +162,9 @@ def iter_aider_sessions(
         if header is None:
             if not (lineno == 1 and _MODE_LINE.match(line)):
                 chat.feed(line)
+                for problem in chat.problems:
+                    report(problem, lineno)
+                chat.problems.clear()
             continue
         chat.close()
         if chat.index > 0 or not chat.is_empty:

@@ -45,6 +45,7 @@ from analytics.importers.claude_code_compactions import (
 )
 from analytics.importers.native import usage_after_compactions
 from analytics.importers.reading import (
+    Figures,
     RecordError,
     Reporter,
     SourceFile,
@@ -52,7 +53,6 @@ from analytics.importers.reading import (
     as_list,
     iter_json_lines,
     opt_bool,
-    opt_int,
     opt_str,
     parse_timestamp,
     req_str,
@@ -327,21 +327,28 @@ def _fill_assistant(line: Line, message: dict[str, Any]) -> None:
     usage = message.get("usage")
     if usage is not None:
         try:
-            line.usage = _usage(as_dict(usage, "message.usage"))
+            figures = Figures("message.usage")
+            line.usage = _usage(as_dict(usage, "message.usage"), figures)
+            line.problem = figures.problem
         except RecordError as exc:
             line.problem = f"{exc}; usage ignored, the message is kept"
 
 
-def _usage(raw: dict[str, Any]) -> TurnUsage:
-    where = "message.usage"
-    fresh = opt_int(raw, "input_tokens", where)
-    write = opt_int(raw, "cache_creation_input_tokens", where)
-    read = opt_int(raw, "cache_read_input_tokens", where)
-    total = None if fresh is None else fresh + (write or 0) + (read or 0)
+def _usage(raw: dict[str, Any], figures: Figures) -> TurnUsage:
+    """The response's usage; a bad figure is None (``figures`` says which), and the prompt is
+    unknown when any of its three parts is."""
+    fresh = figures.count(raw, "input_tokens")
+    write = figures.count(raw, "cache_creation_input_tokens")
+    read = figures.count(raw, "cache_read_input_tokens")
+    parts_bad = any(
+        figures.failed(k)
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    total = None if fresh is None or parts_bad else fresh + (write or 0) + (read or 0)
     return TurnUsage(
         message_index=0,
         input_tokens=total,
-        output_tokens=opt_int(raw, "output_tokens", where),
+        output_tokens=figures.count(raw, "output_tokens"),
         cache_read_tokens=read,
         cache_write_tokens=write,
     )

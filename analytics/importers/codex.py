@@ -34,13 +34,13 @@ from typing import Any
 from analytics.importers.codex_compactions import compaction_found
 from analytics.importers.native import HarnessView, usage_after_compactions
 from analytics.importers.reading import (
+    Figures,
     RecordError,
     Reporter,
     SourceFile,
     as_dict,
     as_list,
     iter_json_lines,
-    opt_int,
     opt_str,
     parse_timestamp,
     req_str,
@@ -136,7 +136,7 @@ def _item(rollout: _Rollout, obj: dict[str, Any], lineno: int) -> None:
         _response_item(rollout, payload)
     elif kind == "event_msg":
         if payload.get("type") == "token_count":
-            _token_count(rollout, payload)
+            _token_count(rollout, payload, lineno)
     elif kind == "compacted":
         rollout.close()
         rollout.pending = None  # the compaction's own call is not a turn
@@ -221,27 +221,38 @@ def _exit_code(output: str) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
-def _token_count(rollout: _Rollout, payload: dict[str, Any]) -> None:
+def _token_count(rollout: _Rollout, payload: dict[str, Any], lineno: int) -> None:
     info = payload.get("info")
     if info is None:
         return  # rate limits only
     info = as_dict(info, "payload.info")
-    window = opt_int(info, "model_context_window", "payload.info")
+    figures = Figures("payload.info.last_token_usage")
+    try:
+        _count_call(rollout, info, figures)
+    finally:
+        if figures.problem:
+            rollout.src.report(figures.problem, lineno)
+
+
+def _count_call(rollout: _Rollout, info: dict[str, Any], figures: Figures) -> None:
+    """One ``token_count``'s call; a bad figure is None (``figures`` says which), and a call
+    whose prompt is unreadable still counts, its size unknown."""
+    window = figures.count(info, "model_context_window", "payload.info")
     rollout.context_window = window or rollout.context_window
     total = info.get("total_token_usage")
     if total == rollout.last_total:
         return  # Codex repeats the last call's count at each turn boundary
     rollout.last_total = total
     last = as_dict(info.get("last_token_usage"), "payload.info.last_token_usage")
-    prompt = opt_int(last, "input_tokens", "payload.info.last_token_usage")
-    if not prompt:
+    prompt = figures.count(last, "input_tokens")
+    if not prompt and not figures.failed("input_tokens"):
         return  # a reset (0) after a compaction: no call
     rollout.last_prompt = prompt
     usage = TurnUsage(
         message_index=0,
         input_tokens=prompt,
-        output_tokens=opt_int(last, "output_tokens", "payload.info.last_token_usage"),
-        cache_read_tokens=opt_int(last, "cached_input_tokens", "payload.info.last_token_usage"),
+        output_tokens=figures.count(last, "output_tokens"),
+        cache_read_tokens=figures.count(last, "cached_input_tokens"),
     )
     response = rollout.response
     if response is not None and response.usage is None:

@@ -21,13 +21,13 @@ from typing import Any
 from analytics.errors import TranscriptError
 from analytics.importers.openai_chat import openai_message
 from analytics.importers.reading import (
+    Figures,
     RecordError,
     Reporter,
     SourceFile,
     as_dict,
     describe,
     load_json_object,
-    opt_int,
     opt_str,
 )
 from analytics.importers.session import ImportedSession, TurnUsage
@@ -87,19 +87,23 @@ def _usage(obj: dict[str, Any], where: str, index: int, report: Reporter) -> Tur
     where = f"{where}.extra.response.usage"
     try:
         usage = as_dict(raw, where)
-        details = usage.get("prompt_tokens_details")
-        cached = opt_int(details, "cached_tokens", where) if isinstance(details, dict) else None
-        return TurnUsage(
-            message_index=index,
-            input_tokens=opt_int(usage, "prompt_tokens", where),
-            output_tokens=opt_int(usage, "completion_tokens", where),
-            cache_read_tokens=cached
-            if cached is not None
-            else opt_int(usage, "prompt_cache_hit_tokens", where),
-        )
     except RecordError as exc:
         report(f"{exc}; usage ignored, the message is kept")
         return None
+    figures = Figures(where)
+    details = usage.get("prompt_tokens_details")
+    cached = figures.count(details, "cached_tokens", f"{where}.prompt_tokens_details")
+    found = TurnUsage(
+        message_index=index,
+        input_tokens=figures.count(usage, "prompt_tokens"),
+        output_tokens=figures.count(usage, "completion_tokens"),
+        cache_read_tokens=cached
+        if cached is not None
+        else figures.count(usage, "prompt_cache_hit_tokens"),
+    )
+    if figures.problem:
+        report(figures.problem)
+    return found
 
 
 def _exit(obj: dict[str, Any]) -> dict[str, Any]:

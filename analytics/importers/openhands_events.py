@@ -20,6 +20,7 @@ from datetime import datetime
 
 from analytics.importers.native import Found, HarnessView
 from analytics.importers.native_anchors import openhands_anchors
+from analytics.importers.reading import Figures
 from analytics.importers.session import NativeCompaction, TurnUsage, ViewRef
 from compactor import Message, ToolCall
 
@@ -126,28 +127,33 @@ class Conversation:
         self.compactions.append(self._view.compacted(self.messages, at, found))
 
 
-def usage_of(raw: object) -> TurnUsage | None:
+def usage_of(raw: object, figures: Figures) -> TurnUsage | None:
     """Usage in LiteLLM's shape (``prompt_tokens``, ``completion_tokens``, cache fields), as
     OpenHands records it. LiteLLM's ``prompt_tokens`` counts cache reads but not cache writes,
-    so the prompt is ``prompt_tokens + cache writes``."""
+    so the prompt is ``prompt_tokens + cache writes``. A bad figure is None (``figures`` names
+    it): a prompt that is there but unreadable still makes a usage, its size unknown."""
     if not isinstance(raw, dict):
         return None
-    prompt = _count(raw, "prompt_tokens")
-    if prompt is None:
+    prompt = figures.count(raw, "prompt_tokens")
+    if prompt is None and not figures.failed("prompt_tokens"):
         return None
     details = raw.get("prompt_tokens_details")
-    cached = _count(details, "cached_tokens") if isinstance(details, dict) else None
-    read = _count(raw, "cache_read_tokens") or _count(raw, "cache_read_input_tokens") or cached
-    write = _count(raw, "cache_write_tokens") or _count(raw, "cache_creation_input_tokens")
+    cached = figures.count(details, "cached_tokens", f"{figures.where}.prompt_tokens_details")
+    read = (
+        figures.count(raw, "cache_read_tokens")
+        or figures.count(raw, "cache_read_input_tokens")
+        or cached
+    )
+    write = figures.count(raw, "cache_write_tokens") or figures.count(
+        raw, "cache_creation_input_tokens"
+    )
+    unknown = prompt is None or any(
+        figures.failed(k) for k in ("cache_write_tokens", "cache_creation_input_tokens")
+    )
     return TurnUsage(
         message_index=0,
-        input_tokens=prompt + (write or 0),
-        output_tokens=_count(raw, "completion_tokens"),
+        input_tokens=None if unknown or prompt is None else prompt + (write or 0),
+        output_tokens=figures.count(raw, "completion_tokens"),
         cache_read_tokens=read,
         cache_write_tokens=write,
     )
-
-
-def _count(raw: dict[str, object], key: str) -> int | None:
-    value = raw.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

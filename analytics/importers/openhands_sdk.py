@@ -31,6 +31,7 @@ from analytics.errors import TranscriptError
 from analytics.importers.native import usage_after_compactions
 from analytics.importers.openhands_events import Condensed, Conversation, usage_of
 from analytics.importers.reading import (
+    Figures,
     RecordError,
     Reporter,
     as_dict,
@@ -62,8 +63,11 @@ def iter_openhands_sdk_sessions(
         )
     state = _base_state(service, report)
     events, digest = _events(service, report)
-    tokens = _token_usages(state)
-    conv = Conversation(context_window=_int(_llm(state).get("max_input_tokens")))
+    figures = Figures("agent.llm")
+    tokens = _token_usages(state, figures)
+    conv = Conversation(context_window=figures.count(_llm(state), "max_input_tokens") or 0)
+    if figures.problem:
+        Reporter(service / "base_state.json", report.sink)(figures.problem)
     skipped: Counter[str] = Counter()
     for number, file, event in events:
         try:
@@ -243,21 +247,19 @@ def _llm(state: dict[str, Any]) -> dict[str, Any]:
     return llm if isinstance(llm, dict) else {}
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _token_usages(state: dict[str, Any]) -> dict[str, TurnUsage]:
+def _token_usages(state: dict[str, Any], figures: Figures) -> dict[str, TurnUsage]:
     """Usage per LLM response id, from every service's ``token_usages`` in the base state."""
     stats = sub(state, "stats")
     services = stats.get("service_to_metrics")
     out: dict[str, TurnUsage] = {}
-    for metrics in services.values() if isinstance(services, dict) else ():
+    for name, metrics in services.items() if isinstance(services, dict) else ():
         usages = metrics.get("token_usages") if isinstance(metrics, dict) else None
-        for raw in usages if isinstance(usages, list) else ():
-            usage = usage_of(raw)
+        for i, raw in enumerate(usages if isinstance(usages, list) else ()):
+            figures.where = f"stats.service_to_metrics.{name}.token_usages[{i}]"
+            usage = usage_of(raw, figures)
             if usage is not None and isinstance(raw.get("response_id"), str):
                 out[raw["response_id"]] = usage
+    figures.where = "agent.llm"
     return out
 
 

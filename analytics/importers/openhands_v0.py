@@ -28,6 +28,7 @@ from analytics.errors import TranscriptError
 from analytics.importers.native import usage_after_compactions
 from analytics.importers.openhands_events import Condensed, Conversation, usage_of
 from analytics.importers.reading import (
+    Figures,
     RecordError,
     Reporter,
     SourceFile,
@@ -73,13 +74,16 @@ def iter_openhands_v0_sessions(
     model: str | None = None
     for i, raw in enumerate(events):
         where = f"event [{i}]"
+        figures = Figures(where)
         try:
             event = as_dict(raw, where)
             where = f"event [{i}] (id {event.get('id')!r})"
-            answered = _event(conv, event, i, skipped)
+            answered = _event(conv, event, i, skipped, figures)
             model = model or answered
         except RecordError as exc:
             report(f"{where}: {exc}; event skipped")
+        if figures.problem:
+            report(f"{where}: {figures.problem}")
     if not conv.messages:
         report("no messages among the events; nothing imported")
         return
@@ -102,10 +106,13 @@ def iter_openhands_v0_sessions(
     )
 
 
-def _event(conv: Conversation, event: dict[str, Any], i: int, skipped: Counter[str]) -> str | None:
-    """Feed one event to the conversation; the model that answered, if the event says."""
+def _event(
+    conv: Conversation, event: dict[str, Any], i: int, skipped: Counter[str], figures: Figures
+) -> str | None:
+    """Feed one event to the conversation; the model that answered, if the event says (a bad
+    figure is None, named in ``figures``)."""
     key = str(event.get("id", f"#{i}"))
-    _window(conv, event)
+    _window(conv, event, figures)
     action, observation = event.get("action"), event.get("observation")
     args = sub(event, "args")
     meta = event.get("tool_call_metadata")
@@ -114,7 +121,7 @@ def _event(conv: Conversation, event: dict[str, Any], i: int, skipped: Counter[s
     elif action == "condensation_request":
         conv.requested()
     elif isinstance(meta, dict) and action is not None:
-        return _call(conv, key, event, as_dict(meta, "tool_call_metadata"), args)
+        return _call(conv, key, event, as_dict(meta, "tool_call_metadata"), args, figures)
     elif isinstance(meta, dict) and observation is not None:
         conv.message(key, _result(event, as_dict(meta, "tool_call_metadata")))
     elif action == "system":
@@ -129,7 +136,12 @@ def _event(conv: Conversation, event: dict[str, Any], i: int, skipped: Counter[s
 
 
 def _call(
-    conv: Conversation, key: str, event: dict[str, Any], meta: dict[str, Any], args: dict[str, Any]
+    conv: Conversation,
+    key: str,
+    event: dict[str, Any],
+    meta: dict[str, Any],
+    args: dict[str, Any],
+    figures: Figures,
 ) -> str | None:
     call_id = opt_str(meta, "tool_call_id", "tool_call_metadata") or key
     name = opt_str(meta, "function_name", "tool_call_metadata") or str(event.get("action"))
@@ -153,7 +165,8 @@ def _call(
     text = thought or (said.get("content") if isinstance(said.get("content"), str) else "")
     response_id = response.get("id") if isinstance(response.get("id"), str) else None
     call = ToolCall(id=call_id, name=name, arguments=arguments)
-    conv.call(key, response_id, text or "", call, usage_of(response.get("usage")))
+    figures.where = "tool_call_metadata.model_response.usage"
+    conv.call(key, response_id, text or "", call, usage_of(response.get("usage"), figures))
     model = response.get("model")
     return model if isinstance(model, str) else None
 
@@ -208,9 +221,10 @@ def _condensed(key: str, args: dict[str, Any], i: int, event: dict[str, Any]) ->
     )
 
 
-def _window(conv: Conversation, event: dict[str, Any]) -> None:
+def _window(conv: Conversation, event: dict[str, Any], figures: Figures) -> None:
     metrics = event.get("llm_metrics")
     usage = metrics.get("accumulated_token_usage") if isinstance(metrics, dict) else None
-    window = usage.get("context_window") if isinstance(usage, dict) else None
-    if isinstance(window, int) and window > conv.context_window:
+    where = "llm_metrics.accumulated_token_usage"
+    window = figures.count(usage, "context_window", where)
+    if window is not None and window > conv.context_window:
         conv.context_window = window

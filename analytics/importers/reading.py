@@ -17,7 +17,7 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -304,13 +304,53 @@ def req_str(obj: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
+MAX_COUNT = 10**12
+"""The largest count (tokens, a context window) read from a transcript: a thousand times any
+model's context, so a larger figure is a corrupt one; a million of them still sum within the
+64-bit integers that events and the store hold (``10**30`` did not, and failed the file)."""
+
+
 def opt_int(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+    """A count: a whole number from 0 to ``MAX_COUNT``, or None when absent."""
     value = obj.get(key)
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value
-    raise RecordError(f"{where}.{key}: expected a non-negative integer, got {describe(value)}")
+    raise RecordError(
+        f"{where}.{key}: expected a whole number from 0 to {MAX_COUNT:,}, got {describe(value)}"
+    )
+
+
+@dataclass
+class Figures:
+    """The counts of one record, read so that a bad one costs only itself: it reads as None,
+    and ``problem`` names every bad field for one issue on the record's line."""
+
+    where: str
+    bad: list[str] = field(default_factory=list)
+
+    def count(self, obj: object, key: str, where: str | None = None) -> int | None:
+        """``obj[key]`` as a count (None when absent, or when ``obj`` is no object)."""
+        if not isinstance(obj, Mapping):
+            return None
+        try:
+            return opt_int(obj, key, self.where if where is None else where)
+        except RecordError as exc:
+            self.bad.append(str(exc))
+            return None
+
+    def failed(self, key: str) -> bool:
+        """Whether the field ``key`` was there but no count."""
+        return any(f".{key}: " in problem for problem in self.bad)
+
+    @property
+    def problem(self) -> str | None:
+        """One issue's reason for every bad figure (None if none was bad)."""
+        if not self.bad:
+            return None
+        left = "that figure is" if len(self.bad) == 1 else "those figures are"
+        return f"{'; '.join(self.bad)}; {left} left empty, everything else kept"
 
 
 def opt_bool(obj: Mapping[str, Any], key: str, where: str) -> bool | None:

@@ -157,7 +157,9 @@ def test_wrong_typed_usage_keeps_the_message_and_reports_the_field(tmp_path: Pat
     path = tmp_path / "x.traj.json"
     path.write_text(json.dumps(doc, indent=2))
     (session,), issues = _collect(path)
-    assert [m.role for m in session.messages] == ["user", "assistant"] and session.usage == []
+    assert [m.role for m in session.messages] == ["user", "assistant"]
+    # the bad figure is left empty, the good one beside it kept
+    assert [(u.input_tokens, u.output_tokens) for u in session.usage] == [(None, 3)]
     assert session.metadata["exit"]["exit_status"] == "done"
     (issue,) = issues
     assert "messages[1].extra.response.usage.prompt_tokens" in issue.reason
