@@ -75,6 +75,7 @@ from analytics.report.charts import (
 )
 from analytics.report.cost_charts import turn_cost_figure
 from analytics.store import EventStore, Selection, select
+from analytics.store.lending import StoreLender, lend_store
 from analytics.store.projector import IngestResult, Projector
 from analytics.store.rebuilding import RebuildResult, rebuild
 from analytics.tuning import (
@@ -113,6 +114,7 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreIncompleteError",
+    "StoreLender",
     "StoreLockedError",
     "StoreUnwritableError",
     "StoreVersionError",
@@ -145,6 +147,7 @@ __all__ = [
     "job_table",
     "lead_up_figure",
     "lead_ups_figure",
+    "lend_store",
     "load_runs",
     "load_summary",
     "messages_frame",

@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from analytics import EventStore, Job, Projector, Selection, event_count, refresh_jobs
+from analytics import (
+    EventStore,
+    Job,
+    Projector,
+    Selection,
+    StoreLender,
+    event_count,
+    lend_store,
+    refresh_jobs,
+)
 
 T = TypeVar("T")
 LOG = logging.getLogger("compactlens.app")
@@ -93,6 +102,8 @@ class StoreOwner:
     thread: threading.Thread | None = None
     projector: Projector | None = None
     """One projector for the owner's life: its maintenance counts commits across ticks."""
+    lender: StoreLender | None = None
+    """Lends a local store to reading commands (``compactlens stats`` while the app runs)."""
 
     @classmethod
     def open(cls, home: Path, *, interval_s: float = INGEST_INTERVAL_S) -> StoreOwner:
@@ -105,7 +116,18 @@ class StoreOwner:
             target=owner._run, name="compactlens-projector", daemon=True
         )
         owner.thread.start()
+        owner.lender = lend_store(owner.store, owner.lock, owner._release, owner._reopen)
         return owner
+
+    def _release(self) -> None:
+        self.store.close()
+
+    def _reopen(self) -> None:
+        """After a loan: the store again, and pages re-read (the borrower may have refreshed
+        job tables)."""
+        self.store = EventStore.for_home(self.home)
+        self.projector = None
+        self.version += 1
 
     def read(self, query: Callable[[EventStore], T]) -> T:
         """Run ``query`` on the store under the lock shared with the projector."""
@@ -158,6 +180,8 @@ class StoreOwner:
 
     def close(self) -> None:
         self.stop.set()
+        if self.lender is not None:
+            self.lender.close()
         if self.thread is not None:
             self.thread.join(timeout=10)
         with self.lock:

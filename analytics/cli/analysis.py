@@ -10,6 +10,7 @@ The figures come from ``analytics.queries.stats``, ``analytics.queries.findings`
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -51,6 +52,7 @@ from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report
 from analytics.store import DB_NAME, EventStore, StoreError, store_exists
+from analytics.store.lending import reading_store
 from analytics.text import SURROGATE
 from analytics.tuning import newest_summary, run_tune, save_summary, tune_json
 from analytics.tuning.lab import Objective
@@ -99,7 +101,7 @@ def analysed(
             "(or import/replay transcripts)",
             str(db),
         )
-    with EventStore.for_home(root) as store:
+    with reading_store(root, " ".join(sys.argv[:2])) as store:
         with err_console.status("updating the analysis of changed sessions…"):
             refresh(store, JOBS, dask=dask)
             if extra:

@@ -17,7 +17,7 @@ from rich.table import Table
 from analytics.cli.common import Command, HomeOption, handled, resolve_home
 from analytics.cli.terminal import console
 from analytics.queries.audit import audit_json
-from analytics.store import EventStore
+from analytics.store.lending import reading_store
 
 
 def _list(items: list[str], limit: int = 4) -> str:
@@ -64,7 +64,7 @@ def audit(
 ) -> None:
     """The compactions Claude Code, Codex and OpenHands made themselves: kept, lost, re-read."""
     root = resolve_home(home, write=False)
-    with handled(), EventStore.for_home(root, read_only=True) as store:
+    with handled(), reading_store(root, "audit", read_only=True) as store:
         found = audit_json(store, session)
     if as_json:
         typer.echo(json.dumps(found, default=str, ensure_ascii=False))

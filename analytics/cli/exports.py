@@ -16,7 +16,7 @@ import typer
 from analytics.cli.common import Command, HomeOption, export_app, handled, resolve_home
 from analytics.cli.terminal import console, err_console
 from analytics.report.otlp import export_otlp
-from analytics.store import EventStore
+from analytics.store.lending import reading_store
 from compactor import OtlpSink
 
 
@@ -32,7 +32,7 @@ def export_parquet(
         )
     out_dir = Path(out)
     root = resolve_home(home, write=False)
-    with handled(), EventStore.for_home(root, read_only=True) as store:
+    with handled(), reading_store(root, "export", read_only=True) as store:
         written = store.export_parquet(out_dir)
     console.print(f"wrote {len(written)} Parquet files to {out_dir}", soft_wrap=True)
 
@@ -60,7 +60,7 @@ def export_otlp_command(
         sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--endpoint") from None
-    with handled(), EventStore.for_home(root, read_only=True) as store, _sdk_log() as said:
+    with handled(), reading_store(root, "export", read_only=True) as store, _sdk_log() as said:
         sent = export_otlp(store, sink)
     delivered = sent.spans - sent.undelivered
     console.print(
