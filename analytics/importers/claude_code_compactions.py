@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analytics.importers.claude_code_chains import Boundary
-from analytics.importers.native import Found, HarnessView
+from analytics.importers.native import Found, HarnessView, cut_summary
 from analytics.importers.native_anchors import claude_code_anchors
 from analytics.importers.reading import RecordError, opt_int, parse_timestamp
 from analytics.importers.session import NativeCompaction, ViewRef
@@ -74,9 +74,10 @@ def compactions_of(messages: Sequence[Message], marks: Sequence[Mark]) -> list[N
     view = HarnessView()
     out: list[NativeCompaction] = []
     for mark in marks:
+        summary, hidden = cut_summary(mark.summary)
         after: list[ViewRef] = []
-        if mark.summary is not None:
-            after.append(Message(role="user", content=mark.summary))
+        if summary is not None:
+            after.append(Message(role="user", content=summary))
         found = Found(
             harness="claude-code",
             native_id=mark.boundary.uuid,
@@ -84,10 +85,11 @@ def compactions_of(messages: Sequence[Message], marks: Sequence[Mark]) -> list[N
             timestamp=parse_timestamp(mark.boundary.timestamp),
             before=view.upto(mark.at),
             after=after,
-            summary_text=mark.summary,
-            anchors=claude_code_anchors(mark.summary),
+            summary_text=summary,
+            anchors=claude_code_anchors(summary),
             trigger=mark.boundary.trigger,
             harness_tokens=mark.boundary.pre_tokens,
+            hidden_tokens=hidden,
         )
         out.append(view.compacted(messages, mark.at, found))
     return out

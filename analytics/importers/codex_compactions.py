@@ -16,11 +16,12 @@ and the user's requests in the view before (``native_anchors.codex_anchors``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from analytics.importers.native import Found
+from analytics.importers.native import Found, cut_summary
 from analytics.importers.native_anchors import codex_anchors
 from analytics.importers.session import ViewRef
 from compactor import Message
@@ -50,13 +51,14 @@ def compaction_found(
 ) -> Found:
     """What one ``compacted`` item says, as a ``Found`` compaction."""
     message = payload.get("message")
-    summary = message if isinstance(message, str) and message else None
+    summary, cut = cut_summary(message if isinstance(message, str) and message else None)
     replacement = payload.get("replacement_history")
     encrypted, hidden = False, 0
     if isinstance(replacement, list):
         after, encrypted, hidden = _replacement(messages, before, replacement)
     else:
         after = [] if summary is None else [Message(role="user", content=summary)]
+        hidden = cut
     requests = [r for r in (codex_request(messages[i]) for i in _ints(before)) if r]
     return Found(
         harness="codex",
@@ -90,8 +92,11 @@ def _replacement(
     messages: Sequence[Message], before: list[ViewRef], items: list[Any]
 ) -> tuple[list[ViewRef], bool, int]:
     """The view after a remote compaction, whether its summary is encrypted, and the
-    estimated tokens of the encrypted summary."""
-    unused = _ints(before)
+    estimated tokens of the encrypted summary. A kept message is the earliest equal message of
+    the view before not matched yet, found by a look-up (a search per message was quadratic)."""
+    unused: dict[Message, deque[int]] = {}
+    for i in _ints(before):
+        unused.setdefault(messages[i], deque()).append(i)
     after: list[ViewRef] = []
     encrypted, hidden = False, 0
     for item in items:
@@ -106,12 +111,8 @@ def _replacement(
             after.append(Message(role="user", content=ENCRYPTED_PLACEHOLDER))
         elif kind == "message":
             kept = _message(item)
-            match = next((i for i in unused if messages[i] == kept), None)
-            if match is None:
-                after.append(kept)
-            else:
-                unused.remove(match)
-                after.append(match)
+            same = unused.get(kept)
+            after.append(same.popleft() if same else kept)
     return after, encrypted, hidden
 
 

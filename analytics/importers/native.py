@@ -40,6 +40,27 @@ class HarnessView:
         return done
 
 
+MAX_SUMMARY_CHARS = 64 * 1024
+"""The most of a harness's summary an import keeps (real ones are under 16 KB): a longer one is
+its head and a note of the cut, so that a summary of megabytes costs no more than this in the
+record, the view after and its anchors (its full size still counts in ``tokens_after``)."""
+
+
+def cut_summary(text: str | None) -> tuple[str | None, int]:
+    """The summary as kept (whole up to ``MAX_SUMMARY_CHARS``, else its head and a line saying
+    how long it was), and the estimated tokens of the part not kept, which the harness's view
+    after the compaction still held (``Found.hidden_tokens``)."""
+    if text is None or len(text) <= MAX_SUMMARY_CHARS:
+        return text, 0
+    head = text[:MAX_SUMMARY_CHARS]
+    kept = (
+        f"{head}\n[compactlens: summary cut here; only the first {MAX_SUMMARY_CHARS:,} "
+        f"of {len(text):,} characters are kept]"
+    )
+    full = estimate_tokens([Message(role="user", content=text)])
+    return kept, max(0, full - estimate_tokens([Message(role="user", content=kept)]))
+
+
 def view_tokens(messages: Sequence[Message], refs: Sequence[ViewRef]) -> int:
     """Our estimate of a view: ``estimate_tokens`` of the messages it refers to or holds."""
     return estimate_tokens([messages[r] if isinstance(r, int) else r for r in refs])
@@ -51,7 +72,8 @@ class Found:
 
     ``harness_tokens`` is the harness's own size of the context it compacted (None if it
     recorded none); ``hidden_tokens`` what ``after`` holds that its messages do not show (the
-    estimated size of an encrypted summary).
+    estimated size of an encrypted summary, or of the part of a long one not kept:
+    ``cut_summary``).
     """
 
     harness: Harness

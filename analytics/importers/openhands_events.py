@@ -14,11 +14,11 @@ condensation request is ``manual``, else ``auto``. Reading files is the importer
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from analytics.importers.native import Found, HarnessView
+from analytics.importers.native import Found, HarnessView, cut_summary
 from analytics.importers.native_anchors import openhands_anchors
 from analytics.importers.reading import Figures
 from analytics.importers.session import NativeCompaction, TurnUsage, ViewRef
@@ -29,11 +29,32 @@ _SUMMARY = "\0summary"
 
 
 @dataclass(frozen=True)
+class IdRange:
+    """The event ids ``start`` to ``end`` (inclusive), as V0 writes a condensation's forgotten
+    events: asked only whether it holds an id, so a range of 10**9 ids costs nothing (a set of
+    them did). An id is in it when written as ``str`` writes a whole number (``"7"``, not
+    ``"07"``)."""
+
+    start: int
+    end: int
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or len(key) > 40:
+            return False
+        try:
+            number = int(key)
+        except ValueError:
+            return False
+        return self.start <= number <= self.end and str(number) == key
+
+
+@dataclass(frozen=True)
 class Condensed:
-    """One condensation event, as both formats record it."""
+    """One condensation event, as both formats record it (``forgotten`` is asked only whether
+    it holds an event's id)."""
 
     key: str
-    forgotten: Collection[str]
+    forgotten: Container[str]
     summary: str | None
     summary_offset: int | None
     line: int | None
@@ -99,15 +120,21 @@ class Conversation:
     def condensed(self, event: Condensed) -> None:
         at = len(self.messages)
         before = self._view.upto(at)
-        forgotten = set(event.forgotten)
-        gone = {i for i, keys in enumerate(self._events_of) if keys and keys <= forgotten}
+        forgotten = event.forgotten
+        gone = {
+            i
+            for i, keys in enumerate(self._events_of)
+            if keys and all(k in forgotten for k in keys)
+        }
         kept = [r for r in before if isinstance(r, int) and r not in gone]
         events = [k for k in self._view_events if k not in forgotten and k != _SUMMARY]
         offset = len(events) if event.summary_offset is None else event.summary_offset
-        head = {i for i, keys in enumerate(self._events_of) if keys & set(events[:offset])}
+        shown = set(events[:offset])  # once: in the comprehension's test it was per message
+        head = {i for i, keys in enumerate(self._events_of) if not keys.isdisjoint(shown)}
         after: list[ViewRef] = [i for i in kept if i in head]
-        if event.summary is not None:
-            after.append(Message(role="user", content=event.summary))
+        summary, hidden = cut_summary(event.summary)
+        if summary is not None:
+            after.append(Message(role="user", content=summary))
             events.insert(min(offset, len(events)), _SUMMARY)
         after += [i for i in kept if i not in head]
         self._view_events = events
@@ -118,9 +145,10 @@ class Conversation:
             timestamp=event.timestamp,
             before=before,
             after=after,
-            summary_text=event.summary,
-            anchors=openhands_anchors(event.summary),
+            summary_text=summary,
+            anchors=openhands_anchors(summary),
             trigger="manual" if self._requested else "auto",
+            hidden_tokens=hidden,
             context_window=self.context_window,
         )
         self._requested = False

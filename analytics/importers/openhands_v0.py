@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import Any
 
 from analytics.errors import TranscriptError
 from analytics.importers.native import usage_after_compactions
-from analytics.importers.openhands_events import Condensed, Conversation, usage_of
+from analytics.importers.openhands_events import Condensed, Conversation, IdRange, usage_of
 from analytics.importers.reading import (
     Figures,
     RecordError,
@@ -200,10 +200,11 @@ def _content(args: dict[str, Any], event: dict[str, Any]) -> str:
 def _condensed(key: str, args: dict[str, Any], i: int, event: dict[str, Any]) -> Condensed:
     ids = args.get("forgotten_event_ids")
     start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+    forgotten: Container[str]
     if isinstance(ids, list):
         forgotten = {str(x) for x in ids}
     elif isinstance(start, int) and isinstance(end, int):
-        forgotten = {str(x) for x in range(start, end + 1)}
+        forgotten = IdRange(start, end)
     else:
         raise RecordError(
             "condensation: neither 'forgotten_event_ids' nor 'forgotten_events_start_id' and "
