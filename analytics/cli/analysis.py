@@ -139,7 +139,7 @@ def stats(
 ) -> None:
     """Headline figures of every job: compactions, compression, emergencies, retention, cost."""
     keys = _cohort_keys(by)
-    profile = _profile(price_profile)
+    profile = price_profile_of(price_profile)
     root = resolve_home(home, write=False)
     with handled(), analysed(root, dask=dask) as store:
         figures = fleet_stats(store, root / "spool", price_profile=profile, by=keys)
@@ -150,7 +150,7 @@ def stats(
         stats_table(figures)
 
 
-def _profile(value: str | None) -> PriceProfile | None:
+def price_profile_of(value: str | None) -> PriceProfile | None:
     try:
         return resolve_profile(value) if value else None
     except PriceProfileError as exc:
@@ -304,7 +304,7 @@ def tune(
     ] = False,
 ) -> None:
     """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
-    profile = _profile(price_profile)
+    profile = price_profile_of(price_profile)
     root = resolve_home(home)
     with handled(), RunProgress() as bars:
         try:

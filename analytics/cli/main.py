@@ -39,6 +39,7 @@ from analytics.cli.demo import register as register_demo
 from analytics.cli.exports import register as register_exports
 from analytics.cli.ingesting import MaintenanceTimes
 from analytics.cli.inputs import split_issues
+from analytics.cli.ledger import register as register_ledger
 from analytics.cli.tables import (
     import_summary,
     ingest_summary,
@@ -342,6 +343,7 @@ def rebuild(home: HomeOption = None) -> None:
 
 register_analysis(app)
 register_audit(app)
+register_ledger(app)
 register_demo(app)
 register_exports()
 

@@ -34,6 +34,7 @@ from compactor.events import (
     EventFactory,
     SessionStarted,
     ToolResultOffloaded,
+    UsageReported,
     ViewEntry,
     ViewStatus,
     anchor_item_rows,
@@ -107,6 +108,7 @@ def session_events(
     started = session_started(imported, capture, extra, key)
     yield _with_id(factory.make(started), "import", sid, 0)
     compactions = sorted(imported.compactions, key=lambda c: c.at)
+    reports = _reports_after(imported)
     done = 0
     for index in range(len(imported.messages) + 1):
         while done < len(compactions) and compactions[done].at <= index:
@@ -118,6 +120,33 @@ def session_events(
             msg = imported.messages[index]
             event = factory.make(message_appended(index, msg, capture, key=key))
             yield _with_id(event, "import", sid, event.seq)
+            if index in reports:
+                event = factory.make(reports[index])
+                yield _with_id(event, "import", sid, event.seq)
+
+
+def _reports_after(imported: ImportedSession) -> dict[int, UsageReported]:
+    """The provider's usage of the first call after each native compaction, by the index of the
+    message that call produced: the measured size of the context the compaction left (the
+    ledger's growth check reads it). Other calls' usage stays with the replays."""
+    out: dict[int, UsageReported] = {}
+    calls = sorted(
+        (u for u in imported.usage if u.input_tokens is not None), key=lambda u: u.message_index
+    )
+    for compaction in imported.compactions:
+        first = next((u for u in calls if u.message_index >= compaction.at), None)
+        if first is None or first.input_tokens is None:
+            continue
+        out[first.message_index] = UsageReported(
+            estimated_input_tokens=compaction.tokens_after,
+            prompt="view",
+            input_tokens=first.input_tokens,
+            output_tokens=first.output_tokens or 0,
+            cache_read_tokens=first.cache_read_tokens or 0,
+            cache_creation_tokens=first.cache_write_tokens or 0,
+            history_messages=first.message_index + 1,
+        )
+    return out
 
 
 def native_record(

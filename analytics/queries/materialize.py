@@ -28,6 +28,7 @@ import polars as pl
 
 from analytics.jobs.artifacts import artifact_detail, artifact_losses, artifact_retention
 from analytics.jobs.costs import turn_costs
+from analytics.jobs.ledger import compaction_ledger
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import postmortem_frames
 from analytics.jobs.retention import retention_detail, silent_drops
@@ -145,7 +146,8 @@ def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
         inputs["sessions"],
         inputs["usage"],
     )
-    return {"job_turn_costs": rows}
+    ledger = compaction_ledger(inputs["compactions"], rows, inputs["turns"], inputs["usage"])
+    return {"job_turn_costs": rows, "job_ledger": ledger}
 
 
 JOBS: tuple[Job, ...] = (
@@ -183,12 +185,13 @@ JOBS: tuple[Job, ...] = (
         ("compactions", "views", "messages", "synthetic", "sessions"),
     ),
     # costs: each turn's cache split and cost under its session's price profile (issue 18);
-    # 2: what truncations cut, and whether the uncompacted prompt fits the window (issue 26)
+    # 2: what truncations cut, and whether the uncompacted prompt fits the window (issue 26);
+    # 3: each compaction's ledger (did it pay for itself, did it grow the context: issue 31)
     Job(
         "costs",
-        2,
+        3,
         _costs,
-        ("job_turn_costs",),
+        ("job_turn_costs", "job_ledger"),
         ("turns", "messages", "views", "compactions", "sessions", "usage"),
     ),
 )

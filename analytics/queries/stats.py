@@ -40,6 +40,7 @@ from analytics.jobs.retention import anchor_survival
 from analytics.jobs.tiers import emergency_summary
 from analytics.queries import frames as queries
 from analytics.queries.app import compaction_figures, retention_status_rows
+from analytics.queries.ledger import ledger_figures, ledger_frame
 from analytics.queries.materialize import job_table, job_table_exists
 from analytics.store import EventStore, QuarantinedLine
 from analytics.store.projector import Projector
@@ -119,13 +120,14 @@ def fleet_stats(
     ``by``, ``groups`` holds the same object for each cohort (``key``: each name's value)."""
     costs = _priced(store, price_profile)
     known = {**BUILTIN_PROFILES, **({price_profile.name: price_profile} if price_profile else {})}
-    out = _figures(store, _Scope(), costs, known)
+    ledger = ledger_frame(store, costs=costs)
+    out = _figures(store, _Scope(), costs, known, ledger)
     out["unprojected_spool_bytes"] = (
         Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
     )
     if by:
         out["groups"] = [
-            {"key": key, "stats": _figures(store, _Scope(frozenset(ids)), costs, known)}
+            {"key": key, "stats": _figures(store, _Scope(frozenset(ids)), costs, known, ledger)}
             for key, ids in cohorts(queries.sessions_frame(store), by)
         ]
     return out
@@ -160,7 +162,11 @@ def _cohort_value(row: dict[str, Any], name: CohortKey) -> Any:
 
 
 def _figures(
-    store: EventStore, scope: _Scope, costs: pl.DataFrame, known: Mapping[str, PriceProfile]
+    store: EventStore,
+    scope: _Scope,
+    costs: pl.DataFrame,
+    known: Mapping[str, PriceProfile],
+    ledger: pl.DataFrame,
 ) -> dict[str, Any]:
     live = scope.live()
     counts = store.query(_COUNTS_SQL.replace("{live}", live).replace("{scope}", scope.sql())).row(
@@ -187,6 +193,7 @@ def _figures(
         "anchor_items": counts["anchor_items"],
         "offloads": counts["offloads"],
         "median_compression_ratio": counts["median_compression_ratio"],
+        "ledger": ledger_figures(scope.rows(ledger)),
     }
 
 

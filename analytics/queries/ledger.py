@@ -1,0 +1,71 @@
+"""Each compaction's ledger, read for the command line and the app (issue 31).
+
+The costs job stores the ledger priced under each session's own price profile
+(``job_ledger``); with another profile the turns are repriced and the ledger recomputed from
+them, so ``ledger --price-profile`` and ``stats --price-profile`` say the same. Nothing here
+writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from analytics.jobs.costs import price_turns
+from analytics.jobs.ledger import LEDGER_COLUMNS, compaction_ledger, paid_share
+from analytics.jobs.prices import PriceProfile
+from analytics.queries import frames as queries
+from analytics.queries.findings import check_session
+from analytics.store import EventStore
+
+LEDGER_KEYS = tuple(LEDGER_COLUMNS)
+
+
+def ledger_frame(
+    store: EventStore,
+    sessions: Sequence[str] | None = None,
+    *,
+    costs: pl.DataFrame | None = None,
+    price_profile: PriceProfile | None = None,
+) -> pl.DataFrame:
+    """The ledger of every effective compaction of ``sessions`` (all live ones by default),
+    from ``costs`` (the priced turns) when given, else from the stored turn costs repriced
+    under ``price_profile`` when one is given."""
+    if costs is None:
+        costs = queries.turn_costs_frame(store, sessions)
+        if price_profile is not None:
+            costs = price_turns(costs, price_profile)
+    return compaction_ledger(
+        queries.compactions_frame(store, sessions),
+        costs,
+        queries.turns_frame(store, sessions),
+        queries.usage_frame(store, sessions),
+    )
+
+
+def ledger_figures(ledger: pl.DataFrame) -> dict[str, Any]:
+    """``stats --json``'s ``ledger``: how many compactions have one, the share that paid for
+    themselves, how many grew the context and how many were back above their tier at once."""
+    return {
+        "compactions": ledger.height,
+        "paid_share": paid_share(ledger),
+        "priced": int(ledger.get_column("paid").is_not_null().sum()) if ledger.height else 0,
+        "grew": int(ledger.get_column("grew").fill_null(False).sum()) if ledger.height else 0,
+        "rebounded": int(ledger.get_column("rebound_turns").is_not_null().sum())
+        if ledger.height
+        else 0,
+    }
+
+
+def ledger_json(
+    store: EventStore, session: str | None = None, *, price_profile: PriceProfile | None = None
+) -> dict[str, Any]:
+    """``compactlens ledger --json``: every compaction's ledger and the share that paid."""
+    check_session(store, session)
+    ledger = ledger_frame(
+        store, None if session is None else [session], price_profile=price_profile
+    )
+    figures = ledger_figures(ledger)
+    return {**figures, "compactions": ledger.to_dicts()}  # the rows, where stats has a count
