@@ -74,7 +74,7 @@ from analytics.report.charts import (
     timeline_figure,
 )
 from analytics.report.cost_charts import turn_cost_figure
-from analytics.store import EventStore, Selection, select
+from analytics.store import EventStore, Selection, redact_url, select
 from analytics.store.lending import StoreLender, lend_store
 from analytics.store.projector import IngestResult, Projector
 from analytics.store.rebuilding import RebuildResult, rebuild
@@ -159,6 +159,7 @@ __all__ = [
     "postmortem_frames",
     "postmortem_json",
     "rebuild",
+    "redact_url",
     "refresh_jobs",
     "replay_session",
     "retention_detail",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import polars as pl
 import streamlit as st
@@ -36,6 +36,7 @@ from analytics import (
     native_sessions,
     offloads_frame,
     postmortem_json,
+    redact_url,
     retention_detail,
     retention_status_rows,
     session_metadata,
@@ -61,12 +62,18 @@ def _owner(home: str) -> StoreOwner:
 
 def owner() -> StoreOwner:
     """This process's owner of the store; one clear line and a stop when it cannot open it
-    (another process owns it, or the file is unusable)."""
+    (another process owns it, the file is unusable, the lake's PostgreSQL is down)."""
     try:
         return _owner(str(current_home()))
     except StoreError as exc:
-        st.error(md_escape(str(exc)))
-        st.stop()
+        stop_with(str(exc))
+
+
+def stop_with(message: str) -> NoReturn:
+    """Show ``message`` as the page's error, with any secret of the store URL hidden (every
+    visitor reads it), and end the page run there: no traceback, no half-drawn page."""
+    st.error(md_escape(redact_url(message)))
+    st.stop()
 
 
 Read = Callable[[EventStore, str | None], Any]
@@ -160,9 +167,14 @@ def _cached(home: str, version: int, name: str, session: str | None) -> Any:
 
 
 def read(name: str, session: str | None = None) -> Any:
-    """The named read (see ``READS``), of one session or of the fleet, cached per version."""
+    """The named read (see ``READS``), of one session or of the fleet, cached per version. A
+    store that fails under the read (a lake whose PostgreSQL went away) is the page's one
+    error, not a traceback."""
     own = owner()
-    return _cached(str(own.home), own.version, name, session)
+    try:
+        return _cached(str(own.home), own.version, name, session)
+    except StoreError as exc:
+        stop_with(f"The store cannot be read now: {exc}")
 
 
 def frame(name: str, session: str | None = None) -> pl.DataFrame:

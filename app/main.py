@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analytics import redact_url
 from app.context import owner
 from app.widgets import md_escape
 
@@ -36,7 +37,7 @@ def _refresher(drawn_at: int) -> None:
         st.rerun(scope="app")
     st.caption(f"store: {md_escape(str(own.home))} · {own.events:,} events")
     if own.last_error:
-        st.error(md_escape(own.last_error))
+        st.error(md_escape(redact_url(own.last_error)))
 
 
 def main() -> None:

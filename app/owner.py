@@ -33,9 +33,11 @@ from analytics import (
     Job,
     Projector,
     Selection,
+    StoreError,
     StoreLender,
     event_count,
     lend_store,
+    redact_url,
     refresh_jobs,
 )
 
@@ -157,7 +159,8 @@ class StoreOwner:
                     self.version += 1
             self.last_error = None
         except Exception as exc:  # a daemon thread must not die: the pages show the error
-            error = f"projecting the spool failed: {exc}"
+            # every visitor of a page sees this, and the log may be shared: no password
+            error = redact_url(f"projecting the spool failed: {exc}")
             if error != self.last_error:  # once per failure, not every tick
                 LOG.warning("%s", error)
             self.last_error = error
@@ -169,9 +172,16 @@ class StoreOwner:
         return self.projector
 
     def run_jobs(self, jobs: Sequence[Job]) -> None:
-        """Bring extra materialised jobs (the counterfactual replays) up to date, on request."""
+        """Bring extra materialised jobs (the counterfactual replays) up to date, on request. A
+        store that fails meanwhile is kept in ``last_error`` for the pages to show, as the
+        projector's failures are."""
         with self.lock:
-            refresh_jobs(self.store, jobs)
+            try:
+                refresh_jobs(self.store, jobs)
+            except StoreError as exc:
+                self.last_error = redact_url(f"computing {len(jobs)} jobs failed: {exc}")
+                LOG.warning("%s", self.last_error)
+                return
             self.version += 1
 
     def _run(self) -> None:
@@ -188,7 +198,7 @@ class StoreOwner:
             try:
                 self._projector().maintain(stopping=True)
             except Exception as exc:  # closing goes on: the next maintenance catches up
-                LOG.warning("the store's maintenance at close failed: %s", exc)
+                LOG.warning("the store's maintenance at close failed: %s", redact_url(str(exc)))
             finally:
                 self.store.close()
 

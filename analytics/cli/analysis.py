@@ -9,7 +9,6 @@ The figures come from ``analytics.queries.stats``, ``analytics.queries.findings`
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ from analytics.cli.common import (
     PriceProfileOption,
     WindowOption,
     handled,
+    json_text,
     resolve_home,
 )
 from analytics.cli.inputs import split_issues
@@ -110,7 +110,7 @@ def analysed(
 
 
 def _emit(payload: dict[str, Any]) -> None:
-    typer.echo(json.dumps(payload, default=str, ensure_ascii=False))
+    typer.echo(json_text(payload))
 
 
 ByOption = Annotated[

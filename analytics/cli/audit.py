@@ -8,13 +8,12 @@ The figures come from ``analytics.queries.audit``; this module only parses and p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from analytics.cli.common import Command, HomeOption, handled, resolve_home
+from analytics.cli.common import Command, HomeOption, handled, json_text, resolve_home
 from analytics.cli.terminal import console
 from analytics.queries.audit import audit_json
 from analytics.store.lending import reading_store
@@ -67,7 +66,7 @@ def audit(
     with handled(), reading_store(root, "audit", read_only=True) as store:
         found = audit_json(store, session)
     if as_json:
-        typer.echo(json.dumps(found, default=str, ensure_ascii=False))
+        typer.echo(json_text(found))
     else:
         audit_table(found)
 

@@ -3,7 +3,9 @@
 The typer ``app`` the commands register on, the ``--home`` and ``--window`` options, the store
 selection every command takes (``--store URL``, ``--lake-data DIR``: added to each command by
 ``Command`` and made this process's store before the command runs), the home check, and
-``handled``: expected failures as one line on stderr and exit 1, never a traceback.
+``handled``: expected failures as one line on stderr and exit 1, never a traceback, and no
+secret of a store URL in any of them; ``json_text``: a command's ``--json`` document, JSON even
+where a figure is not finite.
 Environment variables of the command line are read here (``COMPACTLENS_HOME``,
 ``COMPACTLENS_STORE``, ``COMPACTLENS_LAKE_DATA``) and in ``analytics.cli.main`` (LLM settings).
 Nothing here does any work of its own.
@@ -12,11 +14,13 @@ Nothing here does any work of its own.
 from __future__ import annotations
 
 import functools
+import json
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer._click.core import Context as ClickContext
@@ -24,9 +28,16 @@ from typer._click.core import Parameter
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from analytics.cli.inputs import MAX_WINDOW, HomeError, check_home
-from analytics.cli.terminal import print_error
+from analytics.cli.terminal import print_error, print_note
 from analytics.errors import AnalyticsError
-from analytics.store import Selection, StoreError, StoreLockedError, select, store_location
+from analytics.store import (
+    Selection,
+    StoreError,
+    StoreLockedError,
+    redact_url,
+    select,
+    store_location,
+)
 
 
 def _flags_untyped(params: list[Parameter]) -> list[Parameter]:
@@ -158,16 +169,62 @@ def resolve_home(home: Path | None, *, write: bool = True) -> Path:
 
 @contextmanager
 def handled() -> Iterator[None]:
-    """Expected failures as one line on stderr and exit 1, never a traceback."""
+    """Expected failures as one line on stderr and exit 1, never a traceback. Any secret of a
+    store URL they quote is hidden (``redact_url``); so is any other failure's: one that quotes
+    a secret (a database error naming its connection string) is one line too, since its
+    traceback would print it."""
     try:
         yield
     except StoreLockedError as exc:
-        print_error(f"database locked: {exc}")
+        print_error(redact_url(f"database locked: {exc}"))
         raise typer.Exit(1) from None
     except AnalyticsError as exc:  # the store's states, unknown sessions, bad inputs
-        print_error(str(exc))
+        print_error(redact_url(str(exc)))
         raise typer.Exit(1) from None
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        print_error(f"{where}{exc.strerror or exc}")
+        print_error(redact_url(f"{where}{exc.strerror or exc}"))
         raise typer.Exit(1) from None
+    except Exception as exc:
+        if not _quotes_a_secret(exc):
+            raise  # a bug: its traceback is wanted
+        print_error(redact_url(f"{type(exc).__name__}: {exc}"))
+        raise typer.Exit(1) from None
+
+
+def _quotes_a_secret(exc: BaseException) -> bool:
+    """Whether ``exc`` or any exception it was raised from or during says a secret."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if redact_url(str(found)) != str(found):
+            return True
+        found = found.__cause__ or found.__context__
+    return False
+
+
+def json_text(payload: Any) -> str:
+    """``payload`` as one JSON document. A figure that is not finite (a cost that overflowed,
+    a ratio of two infinities) has no JSON form (``Infinity`` and ``NaN`` are not JSON, and
+    strict parsers refuse them): it is written as ``null``, and a note on stderr says how many
+    were."""
+    replaced = [0]
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            replaced[0] += 1
+            return None
+        if isinstance(value, dict):
+            return {key: finite(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [finite(item) for item in value]
+        return value
+
+    text = json.dumps(finite(payload), default=str, ensure_ascii=False, allow_nan=False)
+    if replaced[0]:
+        print_note(
+            f"{replaced[0]:,} figures were not finite (a price or count too large to compute "
+            "with) and are written as null"
+        )
+    return text

@@ -109,12 +109,32 @@ def _unsupported_catalog(url: str) -> str:
     )
 
 
-_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_SECRET_KEYS = (
+    "password|passwd|pwd|sslpassword|secret|client_secret|token|access_token|refresh_token"
+    "|api_key|apikey|api-key"
+)
+_SECRET_VALUE = re.compile(
+    rf"(?<![\w.-])((?:{_SECRET_KEYS})\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE
+)
+"""A secret as libpq's ``key=value`` (bare, or quoted with backslash escapes) or as a URL query
+parameter: the value runs to the next space (or the closing quote), ``&``s included, so that
+nothing of a password that holds one is left behind."""
+_USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://[^\s/?#@:'\"]*:)[^\s/?#]*@", re.IGNORECASE)
+"""``scheme://user:password@``: everything to the last ``@`` before the host (a password may
+hold an ``@`` where the URL parser takes the last one)."""
 
 
-def redact(url: str) -> str:
-    """``url`` with the value of any ``password=`` replaced by ``***``."""
-    return _PASSWORD.sub(r"\1***", url)
+def redact_url(text: str) -> str:
+    """``text`` (a store URL, an endpoint, or a message quoting either) with every secret in
+    it replaced by ``***``: libpq's ``password=`` (and ``sslpassword=``), a URL's ``user:pw@``,
+    and query parameters such as ``?password=`` or ``?token=``. What it points at (scheme,
+    user, host, port, database, path) stays readable. Use it wherever a store or an endpoint is
+    shown: messages, logs, pages."""
+    return _SECRET_VALUE.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+
+
+redact = redact_url
+"""The older name, kept for the store's modules that use it."""
 
 
 def store_exists(home: str | os.PathLike[str]) -> bool:
