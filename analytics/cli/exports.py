@@ -1,6 +1,8 @@
 """``export parquet`` and ``export otlp``: the store's tables as files, its compactions as
 OpenTelemetry spans. Both only read the store (a local file may be open in another reader; a
-lake may be written meanwhile)."""
+lake may be written meanwhile). ``export otlp`` says how many spans the endpoint acknowledged
+and, exiting 1, how many it did not; the endpoint is shown without its secrets
+(``redact_url``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import typer
 
 from analytics.cli.common import Command, HomeOption, export_app, handled, resolve_home
 from analytics.cli.terminal import console, err_console
-from analytics.report.otlp import export_otlp
+from analytics.report.otlp import OtlpExport, export_otlp
+from analytics.store import redact_url
 from analytics.store.lending import reading_store
 from compactor import OtlpSink
 
@@ -51,33 +54,72 @@ def export_otlp_command(
     summaries: Annotated[
         bool, typer.Option("--summaries", help="add summary text of sessions captured in full")
     ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0.1,
+            max=3600,
+            metavar="SECONDS",
+            help="How long one request may take, retries included; after one fails, the "
+            "rest are not sent",
+        ),
+    ] = 10.0,
     home: HomeOption = None,
 ) -> None:
-    """Send every effective compaction of the store as an OpenTelemetry span."""
+    """Send every effective compaction of the store as an OpenTelemetry span (exit 1 unless
+    the endpoint acknowledged every one)."""
     headers = dict(_header(h) for h in header or [])
+    shown = redact_url(endpoint)
     root = resolve_home(home, write=False)
     try:
-        sink = OtlpSink(endpoint, headers=headers, summaries=summaries)
+        sink = OtlpSink(
+            endpoint, headers=headers, summaries=summaries, batch=False, timeout=timeout
+        )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--endpoint") from None
+        raise typer.BadParameter(redact_url(str(exc)), param_hint="--endpoint") from None
     with handled(), reading_store(root, "export", read_only=True) as store, _sdk_log() as said:
         sent = export_otlp(store, sink)
-    delivered = sent.spans - sent.undelivered
     console.print(
-        f"sent {delivered:,} compaction spans from {sent.sessions:,} sessions to {endpoint}",
+        f"sent {sent.delivered:,} compaction spans from {sent.sessions:,} sessions to {shown}",
         soft_wrap=True,
         highlight=False,
+        markup=False,
     )
+    if sent.skipped:
+        _say_skipped(sent)
     if sent.undelivered or sent.errors:
+        others = f" and {sent.errors:,} other export failures" if sent.errors else ""
+        cause = _last_cause(said) or (f" Last error: {sent.last_error}." if sent.last_error else "")
         err_console.print(
             f"error: {sent.undelivered:,} of {sent.spans:,} spans were not delivered to "
-            f"{endpoint} and {sent.errors} other export failures: is it an OTLP/HTTP traces "
-            f"endpoint that is up?{_last_cause(said)} (nothing in the store changed; run the "
-            "export again)",
+            f"{shown}{others}: is it an OTLP/HTTP traces endpoint that is up?"
+            f"{redact_url(cause)} (nothing in the store changed; run the export again)",
             soft_wrap=True,
             highlight=False,
+            markup=False,
         )
+    if sent.undelivered or sent.errors or sent.skipped:
         raise typer.Exit(1)
+
+
+def _say_skipped(sent: OtlpExport) -> None:
+    """One line naming the sessions whose compactions were not sent for their time."""
+    named = sorted(sent.skipped_sessions.items())
+    shown = ", ".join(
+        f"{sid!r} ({count:,}, the first at {first.isoformat()})"
+        for sid, (count, first) in named[:5]
+    )
+    more = f" and {len(named) - 5:,} more" if len(named) > 5 else ""
+    sessions = f"{len(named):,} session{'s' * (len(named) != 1)}"
+    err_console.print(
+        f"error: {sent.skipped:,} compactions of {sessions} were not sent: their timestamp is "
+        f"outside what OTLP can carry (1970 to 2554), a clock that was wrong when they were "
+        f"recorded: {shown}{more}. The other sessions' spans were sent",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
 
 
 @contextmanager

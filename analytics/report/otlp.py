@@ -4,14 +4,17 @@ The store's ``session_started`` and ``compaction_recorded`` events of live sessi
 back in session and seq order, a session at a time, and handed to ``compactor.OtlpSink``, the
 sink an agent uses live: one code path makes the spans whether they are sent as they happen or
 exported afterwards. No-op records are not spans; no content is sent unless ``summaries`` (and
-then only the summaries of sessions captured in full). It reads the store, never writes it.
+then only the summaries of sessions captured in full). Every span is accounted for: delivered
+(the endpoint acknowledged it) or not, and a compaction whose time OTLP cannot carry is skipped
+with its session named. It reads the store, never writes it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from analytics.queries.frames import LIVE
@@ -25,13 +28,20 @@ SESSIONS_PER_READ = 200
 
 @dataclass(frozen=True)
 class OtlpExport:
-    """What an export sent: spans, the sessions they came from, spans the endpoint did not take,
-    and other failures."""
+    """What an export did: spans made and how many the endpoint acknowledged (``delivered``) or
+    not (``undelivered``: ``spans - delivered``), the sessions they came from, compactions not
+    made spans because OTLP cannot carry their time (``skipped``, per session in
+    ``skipped_sessions``: how many and the first time), other failures, and the exporter's last
+    error."""
 
     spans: int
+    delivered: int
     sessions: int
     undelivered: int
     errors: int
+    skipped: int = 0
+    skipped_sessions: dict[str, tuple[int, datetime]] = field(default_factory=dict)
+    last_error: str = ""
 
 
 def compaction_events(store: EventStore) -> Iterator[Event]:
@@ -73,7 +83,9 @@ def _line(row: dict[str, Any]) -> str:
 
 
 def export_otlp(store: EventStore, sink: OtlpSink) -> OtlpExport:
-    """Feed ``sink`` every effective compaction of the store, then flush and close it."""
+    """Feed ``sink`` every effective compaction of the store, then flush and close it (a sink
+    made with ``batch=False`` exports as it is fed and stops trying after a failed export; the
+    rest are counted undelivered)."""
     sessions: set[str] = set()
     try:
         for event in compaction_events(store):
@@ -86,7 +98,11 @@ def export_otlp(store: EventStore, sink: OtlpSink) -> OtlpExport:
         sink.close()
     return OtlpExport(
         spans=sink.spans,
+        delivered=sink.delivered,
         sessions=len(sessions),
-        undelivered=sink.undelivered,
+        undelivered=sink.spans - sink.delivered,
         errors=sink.errors - sink.undelivered,
+        skipped=sink.skipped,
+        skipped_sessions=dict(sink.skipped_sessions),
+        last_error=sink.last_error,
     )
