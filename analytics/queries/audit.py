@@ -22,8 +22,11 @@ from analytics.jobs.audit import (
     reads_and_runs,
     user_messages_kept,
 )
+from analytics.jobs.grounding import summary_grounding
+from analytics.jobs.ledger import compaction_ledger
 from analytics.queries import frames
 from analytics.queries.findings import check_session
+from analytics.queries.ledger import NO_CLAIMS, claim_findings
 from analytics.store import EventStore
 
 
@@ -62,6 +65,23 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
         for cid, flags in _grouped(users, "compaction_id", "kept").items()
     }
     records = {r["id"]: r for r in compactions.iter_rows(named=True)}
+    grown = {
+        r["compaction_id"]: r
+        for r in compaction_ledger(
+            compactions,
+            pl.DataFrame(),
+            frames.turns_frame(store, sessions),
+            frames.usage_frame(store, sessions),
+        ).iter_rows(named=True)
+    }
+    claims = claim_findings(
+        summary_grounding(
+            compactions.filter(pl.col("origin") == "native"),
+            frames.anchor_items_frame(store, sessions),
+            views,
+            messages,
+        )
+    )
     out = []
     for row in native.iter_rows(named=True):
         cid, record = row["compaction_id"], records[row["compaction_id"]]
@@ -81,6 +101,10 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
                 "user_messages": {"kept": users_kept, "lost": users_lost},
                 "re_reads": rereads.get(cid, []),
                 "re_runs": reruns.get(cid, []),
+                "grew": grown.get(cid, {}).get("grew"),
+                "growth_tokens": grown.get(cid, {}).get("growth_tokens"),
+                "growth_reason": grown.get(cid, {}).get("growth_reason"),
+                **claims.get(cid, NO_CLAIMS),
             }
         )
     return {"compactions": out, "summary": _rates(bounds, actions, again)}

@@ -14,10 +14,12 @@ from typing import Any
 import polars as pl
 
 from analytics.jobs.costs import price_turns
+from analytics.jobs.grounding import grounded_share
 from analytics.jobs.ledger import LEDGER_COLUMNS, compaction_ledger, paid_share
 from analytics.jobs.prices import PriceProfile
 from analytics.queries import frames as queries
 from analytics.queries.findings import check_session
+from analytics.queries.materialize import job_table
 from analytics.store import EventStore
 
 LEDGER_KEYS = tuple(LEDGER_COLUMNS)
@@ -59,6 +61,26 @@ def ledger_figures(ledger: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def claim_findings(grounding: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per compaction id: its ``ungrounded`` claims (with what was missing) and its
+    ``grounded_share`` (null when it made no claim), from ``summary_grounding`` rows."""
+    if grounding.is_empty():
+        return {}
+    shares = {r["compaction_id"]: r for r in grounded_share(grounding).iter_rows(named=True)}
+    out: dict[str, dict[str, Any]] = {
+        cid: {"ungrounded": [], "grounded_share": row["grounded_share"], "claims": row["claims"]}
+        for cid, row in shares.items()
+    }
+    for row in grounding.filter(~pl.col("grounded")).iter_rows(named=True):
+        out[row["compaction_id"]]["ungrounded"].append(
+            {"claim": row["claim"], "kind": row["kind"], "missing": row["missing"]}
+        )
+    return out
+
+
+NO_CLAIMS: dict[str, Any] = {"ungrounded": [], "grounded_share": None, "claims": 0}
+
+
 def ledger_json(
     store: EventStore, session: str | None = None, *, price_profile: PriceProfile | None = None
 ) -> dict[str, Any]:
@@ -67,5 +89,9 @@ def ledger_json(
     ledger = ledger_frame(
         store, None if session is None else [session], price_profile=price_profile
     )
-    figures = ledger_figures(ledger)
-    return {**figures, "compactions": ledger.to_dicts()}  # the rows, where stats has a count
+    grounding = job_table(store, "job_grounding")
+    if session is not None and grounding.height:
+        grounding = grounding.filter(pl.col("session_id") == session)
+    claims = claim_findings(grounding)
+    rows = [{**row, **claims.get(row["compaction_id"], NO_CLAIMS)} for row in ledger.to_dicts()]
+    return {**ledger_figures(ledger), "compactions": rows}  # the rows, where stats has a count

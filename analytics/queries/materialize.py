@@ -28,6 +28,7 @@ import polars as pl
 
 from analytics.jobs.artifacts import artifact_detail, artifact_losses, artifact_retention
 from analytics.jobs.costs import turn_costs
+from analytics.jobs.grounding import summary_grounding
 from analytics.jobs.ledger import compaction_ledger
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import postmortem_frames
@@ -137,6 +138,13 @@ def _offloads(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     return {"job_offload_read_backs": rows}
 
 
+def _grounding(inputs: JobInputs) -> dict[str, pl.DataFrame]:
+    rows = summary_grounding(
+        inputs["compactions"], inputs["anchor_items"], inputs["views"], inputs["messages"]
+    )
+    return {"job_grounding": rows}
+
+
 def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     rows = turn_costs(
         inputs["turns"],
@@ -193,6 +201,14 @@ JOBS: tuple[Job, ...] = (
         _costs,
         ("job_turn_costs", "job_ledger"),
         ("turns", "messages", "views", "compactions", "sessions", "usage"),
+    ),
+    # grounding: is each anchor item and summary sentence in the history it replaced (issue 31)
+    Job(
+        "grounding",
+        1,
+        _grounding,
+        ("job_grounding",),
+        ("compactions", "anchor_items", "views", "messages"),
     ),
 )
 
