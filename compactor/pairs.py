@@ -125,13 +125,17 @@ def validate_history(msgs: Sequence[Message]) -> list[str]:
 class ExchangeTracker:
     """O(1) bookkeeping of tool exchanges as messages are appended, so that only a broken view
     pays for repair: the calls of the newest assistant message still without results
-    (``open_calls``, id to tool name), where that message is (``open_at``), and whether an
-    earlier exchange was left broken (``broken``)."""
+    (``open_calls``, id to tool name), where that message is (``open_at``), and the newest
+    history index at which an exchange was left broken (``broken_at``)."""
 
     def __init__(self) -> None:
         self.open_calls: dict[str, str] = {}
         self.open_at: int | None = None
-        self.broken = False
+        self.broken_at: int | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self.broken_at is not None
 
     @property
     def needs_repair(self) -> bool:
@@ -144,14 +148,25 @@ class ExchangeTracker:
                 if not self.open_calls:
                     self.open_at = None
             else:
-                self.broken = True  # a result without its call
+                self.broken_at = index  # a result without its call
             return
         if self.open_calls:
-            self.broken = True  # a call was left without its result
+            self.broken_at = index  # a call was left without its result
             self.open_calls.clear()
         self.open_calls.update((tc.id, tc.name) for tc in msg.tool_calls)
         self.open_at = index if self.open_calls else None
 
-    def checkpointed(self) -> None:
-        """Everything before the open exchange (if any) is now behind a checkpoint, repaired."""
-        self.broken = False
+    def checkpointed(self, upto: int) -> None:
+        """The history before ``upto`` is now behind a checkpoint, repaired; a break at or
+        after it (inside an exchange still open) still needs repair in the views."""
+        if self.broken_at is not None and self.broken_at < upto:
+            self.broken_at = None
+
+
+def missing_results(open_calls: dict[str, str]) -> list[Message]:
+    """Stand-ins for the results of calls still running (id to tool name), in call order: what
+    a view sent now shows until the real results arrive."""
+    return [
+        Message(role="tool", content=MISSING_RESULT, tool_call_id=call_id, is_error=True, name=name)
+        for call_id, name in open_calls.items()
+    ]

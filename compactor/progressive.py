@@ -20,7 +20,11 @@ from compactor.calls import (
     asummarize_with_timeout,
     summarize_with_timeout,
 )
-from compactor.compaction_message import CompactionState, is_compaction_message
+from compactor.compaction_message import (
+    CompactionState,
+    is_compaction_message,
+    task_carrier_index,
+)
 from compactor.config import CompactorConfig
 from compactor.errors import OffloadError
 from compactor.events import (
@@ -42,7 +46,7 @@ from compactor.sinks import EventSink
 from compactor.summarize import ChatModel, Summarizer, as_summarizer
 from compactor.summary_step import SummaryStep
 from compactor.tiers import Split, context_ratio, soft_midpoint, split_head_tail, tier_for_ratio
-from compactor.tokens import ByteEstimator, TokenEstimator, message_bytes
+from compactor.tokens import ByteEstimator, TokenEstimator, message_budget_tokens, message_bytes
 from compactor.work import RecordContext, Trigger, Work, finish_outcome, preserved_verbatim
 
 log = logging.getLogger(__name__)
@@ -282,7 +286,9 @@ class ProgressiveCompactor:
                 return self._outcome(work, effective=bool(work.fallback or work.offloaded))
             if not done:
                 self._llm_fallback(work)
-        if self._ratio(work.view) >= self.config.emergency:
+        # a fallback that ran Emergency already (a manual /compact) is not escalated again
+        escalate = work.tier != CompactionTier.EMERGENCY
+        if escalate and self._ratio(work.view) >= self.config.emergency:
             work.fallback.append("escalated to emergency")
             self._emergency(work)
         return self._outcome(work)
@@ -352,11 +358,31 @@ class ProgressiveCompactor:
         if ratio > self.config.emergency_target:
             work.fail(
                 "window_too_small",
-                f"still at {ratio:.0%} of the window after truncation: the system prompt, the "
-                "task, the newest exchange and any reserved or calibrated overhead alone exceed "
-                f"the {self.config.emergency_target:.0%} target; this window is too small for "
-                "this agent",
+                f"still at {ratio:.0%} of the window after truncation, above the "
+                f"{self.config.emergency_target:.0%} target; what cannot be cut: "
+                f"{self._irreducible(work.view)}; this window is too small for this agent",
             )
+
+    def _irreducible(self, view: Sequence[Message]) -> str:
+        """What an Emergency view still holds, part by part, in tokens: the figures a user
+        needs to choose a larger window or a smaller prompt."""
+        first = 1 if view and view[0].role == "system" else 0
+        carrier = task_carrier_index(view)
+        parts = {
+            "system prompt": view[:first],
+            "task": [view[carrier]] if carrier is not None else [],
+        }
+        parts["newest messages"] = [m for i, m in enumerate(view) if i >= first and i != carrier]
+        est = self.estimator
+        text = ", ".join(
+            f"{name} {message_budget_tokens(est, sum(message_bytes(m) for m in msgs)):,} tokens"
+            for name, msgs in parts.items()
+        )
+        return (
+            f"{text} ({len(parts['newest messages'])} kept), reserve "
+            f"{self.config.reserve_tokens:,} tokens, estimator overhead "
+            f"{est.tokens_for_bytes(0):,} tokens, of a {self.context_window:,}-token window"
+        )
 
     def _truncate(self, work: Work, target: float) -> None:
         cut = self.fallback.truncate(work.view, target)

@@ -5,8 +5,10 @@ view sent to the model each turn: ``[system, *checkpoint prefix, *history after 
 After every effective compaction the prefix becomes the compacted view, so the ratio falls, the
 next summary is incremental over the new messages only, and a turn costs time in proportion to
 the view, not to the history. It never mutates the history and never raises from recording.
-An exchange whose tool calls are still open is never checkpointed: a view prepared mid-turn
-is repaired for that call only, and the real result, once appended, is shown with its call.
+An exchange whose tool calls are still open is compacted with the rest of the view (so no view
+exceeds the window because of it), with a stand-in for each result still to come; it is never
+checkpointed: what the compaction made of it (a result offloaded, arguments cut) is kept as how
+those history messages are shown, and the real results, once appended, join their call.
 With ``CompactorConfig.tool_offload_threshold`` set, large tool results are offloaded as they
 are appended (the history keeps the placeholder; the file keeps the full text).
 """
@@ -33,7 +35,7 @@ from compactor.events import (
 )
 from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
-from compactor.pairs import ExchangeTracker, repair_orphaned_tool_pairs
+from compactor.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
 from compactor.progressive import ProgressiveCompactor
 from compactor.recording import SessionRecorder, next_seq_of
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
@@ -100,6 +102,9 @@ class CompactionSession:
         self._prefix_index: list[int | None] = []
         self._prefix_bytes = 0
         self._upto = 0
+        self._shown: dict[int, Message] = {}
+        """History messages after the checkpoint shown as a compaction left them (those of an
+        exchange still open: never checkpointed, but not shown whole again either)."""
         self._new_bytes = 0
         self._last_noop: CompactionTier | None = None
         """The tier of the no-op streak in progress: one event per streak, not one per turn."""
@@ -189,7 +194,10 @@ class CompactionSession:
     def view(self) -> list[Message]:
         """The current view without compacting: system, checkpoint prefix, newer history."""
         head = [self.system] if self.system is not None else []
-        return [*head, *self._prefix, *self.history[self._upto :]]
+        newer = self.history[self._upto :]
+        if self._shown:
+            newer = [self._shown.get(i, m) for i, m in enumerate(newer, start=self._upto)]
+        return [*head, *self._prefix, *newer]
 
     def _view_index(self) -> list[int | None]:
         head: list[int | None] = [None] if self.system is not None else []
@@ -234,19 +242,23 @@ class CompactionSession:
         return outcome.record
 
     def _plan(self, tokens: int, tier: CompactionTier | None) -> _Plan:
-        """What to compact: the view, less an exchange whose calls are still open (it stays
-        after the checkpoint, so that its results join it when they arrive). The tier is the
-        one the whole view decides."""
-        view = self.view()
-        if self._pairs.open_at is None:
-            return _Plan(view, tokens, tier, [])
-        start = len(view) - (len(self.history) - self._pairs.open_at)
-        open_part = view[start:]
-        open_bytes = sum(message_bytes(m) for m in open_part)
-        part_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes - open_bytes
-        decided = tier if tier is not None else self.compactor.tier_for_tokens(tokens)
-        part_tokens = self.compactor.estimator.tokens_for_bytes(part_bytes)
-        return _Plan(view[:start], part_tokens, decided, open_part)
+        """What to compact: the whole view, and while an exchange is open a stand-in for each
+        result still to come (so the compactor sees a valid exchange, sized as sent)."""
+        view, index = self.view(), self._view_index()
+        open_at = self._pairs.open_at
+        if open_at is None:
+            return _Plan(view, index, tokens, tier, None)
+        stand_ins = missing_results(self._pairs.open_calls)
+        n_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        n_bytes += sum(message_bytes(m) for m in stand_ins)
+        open_from = len(view) - (len(self.history) - open_at)
+        return _Plan(
+            [*view, *stand_ins],
+            [*index, *[None] * len(stand_ins)],
+            self.compactor.estimator.tokens_for_bytes(n_bytes),
+            tier,
+            open_from,
+        )
 
     def _uncompacted(self, tokens: int) -> tuple[list[Message], CompactionRecord]:
         view = self.view()
@@ -284,30 +296,44 @@ class CompactionSession:
 
     def _apply(self, outcome: CompactionOutcome, plan: _Plan) -> list[Message]:
         record = outcome.record
-        index = self._view_index()[: len(outcome.inputs)]
         key = record.tier
         if record.effective or key != self._last_noop:
-            self._record_compaction(outcome, index)
+            self._record_compaction(outcome, plan.index)
         else:
             self.noops_suppressed += 1
-        still_open = repair_orphaned_tool_pairs(plan.open_part) if plan.open_part else []
         if not record.effective:
             self._last_noop = key
             if self._pairs.needs_repair:  # never send a broken exchange
-                return [*repair_orphaned_tool_pairs(outcome.view), *still_open]
+                return repair_orphaned_tool_pairs(outcome.view)
             return outcome.view
         self._last_noop = None
         self.records.append(record)
-        body = outcome.view[1:] if self.system is not None else list(outcome.view)
-        sources = outcome.sources[1:] if self.system is not None else outcome.sources
-        self._prefix = body
-        self._prefix_index = [index[s] if s is not None else None for s in sources]
-        self._prefix_bytes = sum(message_bytes(m) for m in body)
-        self._upto = len(self.history) - len(plan.open_part)
-        self._new_bytes = sum(message_bytes(m) for m in plan.open_part)
-        self._pairs.checkpointed()
+        self._checkpoint(outcome, plan)
         self._recorder.flush()
-        return [*outcome.view, *still_open]
+        return outcome.view
+
+    def _checkpoint(self, outcome: CompactionOutcome, plan: _Plan) -> None:
+        """Later views start from this compaction's view. An open exchange stays after the
+        checkpoint, shown as the compaction left it; its stand-ins are dropped (the real
+        results will follow)."""
+        first = 1 if self.system is not None else 0
+        opened = len(plan.view) if plan.open_from is None else plan.open_from
+        body: list[Message] = []
+        body_index: list[int | None] = []
+        shown: dict[int, Message] = {}
+        for msg, src in zip(outcome.view[first:], outcome.sources[first:], strict=True):
+            at = plan.index[src] if src is not None else None
+            if src is None or src < opened:
+                body.append(msg)
+                body_index.append(at)
+            elif at is not None and msg != self.history[at]:
+                shown[at] = msg  # part of the open exchange, changed (offloaded, cut)
+        self._prefix, self._prefix_index = body, body_index
+        self._prefix_bytes = sum(message_bytes(m) for m in body)
+        self._upto = len(self.history) if self._pairs.open_at is None else self._pairs.open_at
+        self._shown = shown
+        self._new_bytes = sum(message_bytes(m) for m in self.view()[first + len(body) :])
+        self._pairs.checkpointed(self._upto)
 
     def _record_compaction(self, outcome: CompactionOutcome, index: list[int | None]) -> None:
         record, capture, key = outcome.record, self.capture, self._hash_key
@@ -385,12 +411,14 @@ class CompactionSession:
 @dataclass(frozen=True)
 class _Plan:
     """One compaction to run: the view to compact (``tokens`` of it, ``tier`` forced or None
-    to decide) and the open exchange that follows it untouched."""
+    to decide), the history index of each of its messages (None: system, synthetic, or a
+    stand-in), and where the open exchange starts in it (None: no exchange is open)."""
 
     view: list[Message]
+    index: list[int | None]
     tokens: int
     tier: CompactionTier | None
-    open_part: list[Message]
+    open_from: int | None
 
 
 def _with_offload_root(

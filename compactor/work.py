@@ -3,7 +3,8 @@
 ``Work`` is the mutable state the pipeline threads through its steps: the view and where each
 message came from, what was offloaded, summarised, dropped or cut, and every problem as a fixed
 code plus its text. ``finish_outcome`` turns it into the ``CompactionRecord``; a call whose view
-came back unchanged is a no-op there, whatever path it took. Nothing here compacts.
+came back unchanged is a no-op there, whatever path it took, and its record says nothing of the
+steps undone (no anchors, no claim of a change). Nothing here compacts.
 """
 
 from __future__ import annotations
@@ -89,6 +90,11 @@ class RecordContext:
     config_hash: str
 
 
+_CHANGE_CODES = frozenset({"emergency_truncation", "emergency_offload"})
+"""Codes that say what a call changed: a no-op changed nothing, so its record never has them
+(the codes that say why nothing changed, such as ``window_too_small``, stay)."""
+
+
 def finish_outcome(
     work: Work,
     ctx: RecordContext,
@@ -104,6 +110,9 @@ def finish_outcome(
         work.view, work.sources = list(work.inputs), list(range(len(work.inputs)))
         tokens_after = work.tokens_before
     preserved = work.preserved if work.preserved is not None else tail_len
+    failures = list(zip(work.error_codes, work.errors, strict=True))
+    if not effective:  # a step that was undone leaves nothing on the record but its failures
+        failures = [(code, text) for code, text in failures if code not in _CHANGE_CODES]
     record = CompactionRecord(
         session_id=ctx.session_id,
         tier=work.tier,
@@ -111,15 +120,15 @@ def finish_outcome(
         tokens_after=tokens_after,
         msgs_before=len(work.inputs),
         msgs_after=len(work.view),
-        anchors=work.anchors,
+        anchors=work.anchors if effective else [],
         offloaded=work.offloaded if effective else [],
         summarized=work.n_summarized if effective else 0,
         preserved_tail=preserved if effective else 0,
         summary_text=work.summary if effective else "",
         compression_ratio=compression_ratio(work.tokens_before, tokens_after),
         duration=time.perf_counter_ns() - work.t0,
-        error="; ".join(work.errors),
-        error_codes=work.error_codes,
+        error="; ".join(text for _, text in failures),
+        error_codes=[code for code, _ in failures],
         trigger=work.trigger,
         effective=effective,
         context_window=ctx.context_window,
