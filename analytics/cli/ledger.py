@@ -9,7 +9,6 @@ figures come from ``analytics.queries.ledger``; this module only parses and prin
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
@@ -17,7 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from analytics.cli.analysis import JsonOption, analysed, price_profile_of
-from analytics.cli.common import Command, HomeOption, PriceProfileOption, handled, resolve_home
+from analytics.cli.common import (
+    Command,
+    HomeOption,
+    PriceProfileOption,
+    handled,
+    json_text,
+    resolve_home,
+)
 from analytics.cli.terminal import console
 from analytics.queries.ledger import ledger_json
 
@@ -73,7 +79,7 @@ def ledger(
     with handled(), analysed(root) as store:
         found = ledger_json(store, session, price_profile=profile)
     if as_json:
-        typer.echo(json.dumps(found, default=str, ensure_ascii=False))
+        typer.echo(json_text(found))
     else:
         ledger_table(found)
 

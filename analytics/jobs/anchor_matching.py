@@ -59,6 +59,7 @@ _DETAIL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "introduced_at": pl.String,
     "reaches_last": pl.Boolean,
     "last_compaction": pl.Boolean,
+    "chain": pl.Int64,
 }
 
 
@@ -339,7 +340,8 @@ def _chains(items: _Items, fuzzy: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
 def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) -> pl.DataFrame:
     """One row per item per compaction with its status, plus each dropped item at the compaction
     where it vanished: session_id, compaction_id, compaction_seq, anchor_type, item, status,
-    similarity, item_norm, introduced_at, reaches_last, last_compaction. Rows are in session,
+    similarity, item_norm, introduced_at, reaches_last, last_compaction, chain (the row id of
+    the chain's first item: one number per kept/changed chain within a call). Rows are in session,
     compaction, anchor type and position order, dropped rows after the others. ``keep``, a
     predicate on the six input columns (session_id, compaction_id, seq, anchor_type, position,
     item), leaves out the rows where it is false (or null)."""
@@ -387,6 +389,7 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
         .otherwise(0),
         similarity=score,
         reaches_last=pl.lit(pl.Series(reaches[at])),
+        chain=pl.lit(pl.Series(root[at].astype(np.int64))),
     )
     # the names from codes: building 6M strings row by row in the expression costs more
     names = pl.Series(["added", "changed", "kept", "dropped"]).gather(of_status["status"])

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
 from analytics.jobs.causes import UNAVOIDABLE
+from analytics.jobs.memory import survival_by_compactions
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_dicts
 from analytics.jobs.postmortem_groups import fleet_summary, postmortem_groups
 from analytics.jobs.retention import (
@@ -80,7 +81,16 @@ def retention_json(store: EventStore, session: str | None = None) -> dict[str, A
         if drops.height
         else [],
         "survival": survival,
+        "survival_by_compactions": _curve(detail, by_type=False),
+        "survival_by_compactions_by_type": _curve(detail, by_type=True),
     }
+
+
+def _curve(detail: pl.DataFrame, *, by_type: bool) -> list[dict[str, Any]]:
+    curve = survival_by_compactions(detail, by_type=by_type) if detail.height else None
+    if curve is None or curve.is_empty():
+        return []
+    return curve.drop([] if by_type else ["anchor_type"]).to_dicts()
 
 
 def postmortem_json(

@@ -160,10 +160,11 @@ def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",), ("turns", "sessions")),
-    # retention 4: merges into exact copies match as into near ones; silent drops say why
+    # retention 4: merges into exact copies match as into near ones; silent drops say why;
+    # 5: each item's chain (survival by the number of compactions, issue 31)
     Job(
         "retention",
-        4,
+        5,
         _retention,
         ("job_retention_detail", "job_silent_drops"),
         ("anchor_items", "compactions", "sessions", "turns"),
