@@ -1,14 +1,19 @@
 """The sentences pages say about figures analytics returns: why a retention chart is empty, and
-why the timeline's line jumps at a turn.
+why the timeline's line jumps at a turn; and text from transcripts made inert in a table.
 
 ``empty_reason`` reads an ``anchor_coverage`` dict, ``move_sentence`` an ``estimate_moves`` row;
 both only put them into words (no store, no Streamlit), so each wording is tested on its own.
+``table_text`` escapes the columns of a frame that hold text from transcripts, for ``st.table``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import polars as pl
+
+from app.widgets import md_escape
 
 REPLAY = "Replay a transcript at a smaller window: compactlens replay PATH --window 8000"
 
@@ -85,4 +90,14 @@ def missing_history_sentence(tokens: int | None) -> str | None:
         "not in this file. Every prompt the provider counted held them until the harness "
         "compacted them away; no replay of the file's messages can compact them, and they are "
         "not the harness's overhead."
+    )
+
+
+def table_text(frame: pl.DataFrame, *columns: str) -> pl.DataFrame:
+    """``frame`` with the text of ``columns`` escaped (``md_escape``) for ``st.table``, which
+    renders every cell as markdown: an anchor item, a tool name or a session id is shown as
+    written, and a ``![](http://…)`` in it loads no image. Columns of our own words are left
+    as they are."""
+    return frame.with_columns(
+        pl.col(c).map_elements(md_escape, return_dtype=pl.String) for c in columns
     )

@@ -18,6 +18,7 @@ import streamlit as st
 from analytics import ANCHOR_ORDER
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, link, marker_label, not_found, paginate, pick
+from app.words import table_text
 
 STATUS_COLOURS = {
     "system": "gray",
@@ -70,7 +71,7 @@ def _anchors(sid: str, cid: str, previous: str | None) -> None:
         rows = detail.filter(pl.col("anchor_type") == anchor)
         if rows.height:
             st.markdown(f"**{anchor}**")
-            st.table(rows.select("status", "item", "similarity"))
+            st.table(table_text(rows.select("status", "item", "similarity"), "item"))
 
 
 def _neighbours(sid: str, cid: str) -> tuple[str | None, str | None]:

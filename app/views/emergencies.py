@@ -22,6 +22,7 @@ from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, fix_words, lead_up_figure
 from app.context import frame, known_session, owner, read, session_ids
 from app.postmortem import CAUSE_TITLES, show_counterfactuals, show_group
 from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
+from app.words import table_text
 
 NONE_YET = (
     "No emergency in this store: no context reached the Emergency threshold. A small window "
@@ -120,7 +121,7 @@ def _group(
     top = pl.DataFrame(rep["top_contributors"], schema=top_schema)
     if top.height:
         st.markdown(f"**Largest messages before turn {rep['turn']}** (tokens)")
-        st.table(top)
+        st.table(table_text(top, "tool_name"))
     link("diff", f"open the diff of turn {rep['turn']}", session=sid, compaction=cid)
     if rep.get("counterfactual_status") != "not computed":
         st.markdown(f"**Counterfactuals of turn {rep['turn']}** (config changes replayed)")

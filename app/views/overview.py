@@ -20,7 +20,8 @@ import streamlit as st
 
 from analytics import COHORT_KEYS, compression_figure, survival_figure, tier_counts_figure
 from app.context import frame, read
-from app.widgets import EMPTY_STORE, link
+from app.widgets import EMPTY_STORE, link, md_escape
+from app.words import table_text
 
 
 def _share(value: float | None) -> str:
@@ -81,8 +82,8 @@ def _cost(stats: dict[str, Any]) -> None:
             "--window 32000) once the costs job has run (compactlens stats)."
         )
         return
-    currency = str(cost["currency"])
-    st.subheader(f"Cost ({currency}, predicted from the prompt cache)")
+    currency = str(cost["currency"])  # a price file's: text from the user, not ours
+    st.subheader(f"Cost ({md_escape(currency)}, predicted from the prompt cache)")
     _net_negative(cost)
     feasible = cost.get("uncompacted_feasible", True)
     cols = st.columns(5)
@@ -109,17 +110,18 @@ def _cost(stats: dict[str, Any]) -> None:
         effect = "saved" if saved >= 0 else "cost more by"
         st.caption(
             f"Where the uncompacted history would have fit ({fits['sessions']:,} sessions), "
-            f"compaction {effect} {_share(share)} ({_money(abs(saved), currency)})."
+            f"compaction {effect} {_share(share)} ({_money(abs(saved), md_escape(currency))})."
         )
     tiers = [
         {"tier": tier, **{k: f"{v:,.4f}" for k, v in figures.items()}}
         for tier, figures in cost.get("by_tier", {}).items()
     ]
     st.caption(
-        f"Each tier ({currency}): saved on the turns whose view its compactions made, less what "
-        "truncations cut from them (cut, never saved), less its summariser calls (net)"
+        f"Each tier ({md_escape(currency)}): saved on the turns whose view its compactions "
+        "made, less what truncations cut from them (cut, never saved), less its summariser "
+        "calls (net)"
     )
-    st.table(pl.DataFrame(tiers).rename({"net": f"net ({currency})"}))
+    st.table(pl.DataFrame(tiers).rename({"net": f"net ({md_escape(currency)})"}))
     profiles = [
         {
             "profile": name,
@@ -134,7 +136,7 @@ def _cost(stats: dict[str, Any]) -> None:
         for name, p in cost.get("by_profile", {}).items()
     ]
     st.caption("Per price profile, each in its own currency")
-    st.table(pl.DataFrame(profiles))
+    st.table(table_text(pl.DataFrame(profiles), "profile", "currency"))
 
 
 def _net_negative(cost: dict[str, Any], shown: int = 5) -> None:

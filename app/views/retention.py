@@ -17,7 +17,7 @@ import streamlit as st
 from analytics import anchor_survival, drop_reason_words, survival_figure
 from app.context import frame, known_session, read, session_ids
 from app.widgets import EMPTY_STORE, link, paginate, param
-from app.words import empty_reason
+from app.words import empty_reason, table_text
 
 
 def _drop_rows(drops: pl.DataFrame) -> pl.DataFrame:
@@ -49,7 +49,8 @@ def _drops(drops: pl.DataFrame) -> None:
         st.success("No user intent or key decision was dropped without a replacement.")
         return
     page = paginate(drops, "drops_page", page_size=20)
-    st.table(_drop_rows(page))  # a table, not a grid: the reasons are sentences, wrapped
+    # a table, not a grid: the reasons are sentences, wrapped
+    st.table(table_text(_drop_rows(page), "session", "item"))
     st.caption("Open the compaction that dropped an item:")
     for i, row in enumerate(page.iter_rows(named=True), start=1):
         link(

@@ -79,8 +79,8 @@ def _recommendation(summary: dict[str, Any]) -> None:
         st.dataframe(pl.DataFrame(rows), hide_index=True)
     else:
         st.caption("None: no model had enough tuning sessions of its own (5 or more).")
-    for note in summary.get("notes") or []:
-        (st.warning if "warning" in note else st.caption)(note)
+    for note in summary.get("notes") or []:  # they name models and paths: data
+        (st.warning if "warning" in note else st.caption)(md_escape(note))
 
 
 def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:

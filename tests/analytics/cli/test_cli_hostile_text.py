@@ -27,9 +27,20 @@ WINDOW = "3000"
 BAD_LINE = 100
 
 
-def write_claude_code(path: Path, session_id: str, model: str, turns: int = 12) -> None:
+def write_claude_code(
+    path: Path,
+    session_id: str,
+    model: str,
+    turns: int = 12,
+    *,
+    words: str = "",
+    tool: str = TOOL,
+    bad_line: bool = True,
+) -> None:
     """A Claude Code session: a request, ``turns`` tool calls with sizeable results, one
-    compact boundary with its summary halfway, and a bad line at ``BAD_LINE``."""
+    compact boundary with its summary halfway, and a bad line at ``BAD_LINE`` (unless not
+    ``bad_line``); ``words`` join the request, the tool results and the summary's request, and
+    every call is to ``tool``."""
     base = {"isSidechain": False, "sessionId": session_id, "cwd": "/w", "version": "2.0.76"}
     base["timestamp"] = "2026-01-05T15:00:00.000Z"
     rows: list[dict[str, Any]] = []
@@ -39,9 +50,10 @@ def write_claude_code(path: Path, session_id: str, model: str, turns: int = 12) 
         rows.append({**base, "parentUuid": parent[0], "uuid": uuid, **fields})
         parent[0] = uuid
 
-    add("u0", type="user", message={"role": "user", "content": "fix the bug in src/app.py"})
+    request = f"fix the bug in src/app.py {words}".strip()
+    add("u0", type="user", message={"role": "user", "content": request})
     for t in range(turns):
-        call = {"type": "tool_use", "id": f"t{t}", "name": TOOL, "input": {"command": "ls"}}
+        call = {"type": "tool_use", "id": f"t{t}", "name": tool, "input": {"command": "ls"}}
         message = {
             "model": model,
             "id": f"m{t}",
@@ -50,7 +62,8 @@ def write_claude_code(path: Path, session_id: str, model: str, turns: int = 12) 
             "usage": {"input_tokens": 1000 * (t + 1), "output_tokens": 5},
         }
         add(f"a{t}", type="assistant", message=message)
-        result = {"type": "tool_result", "tool_use_id": f"t{t}", "content": "x = 1\n" * 400}
+        output = f"{words}\n" + "x = 1\n" * 400 if words else "x = 1\n" * 400
+        result = {"type": "tool_result", "tool_use_id": f"t{t}", "content": output}
         add(f"r{t}", type="user", message={"role": "user", "content": [result]})
         if t == turns // 2:
             meta = {"trigger": "auto", "preTokens": 50_000}
@@ -59,12 +72,13 @@ def write_claude_code(path: Path, session_id: str, model: str, turns: int = 12) 
                 | {"type": "system", "subtype": "compact_boundary", "compactMetadata": meta}
             )
             parent[0] = "b1"
-            summary = "Summary:\n1. Primary Request and Intent: fix src/app.py"
+            summary = f"Summary:\n1. Primary Request and Intent: fix src/app.py {words}".strip()
             message = {"role": "user", "content": summary}
             add("s1", type="user", isCompactSummary=True, message=message)
     lines = [json.dumps(r) for r in rows]
-    assert len(lines) < BAD_LINE
-    lines += [""] * (BAD_LINE - 1 - len(lines)) + ['{"type": "user", "uuid": ']
+    if bad_line:
+        assert len(lines) < BAD_LINE
+        lines += [""] * (BAD_LINE - 1 - len(lines)) + ['{"type": "user", "uuid": ']
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
