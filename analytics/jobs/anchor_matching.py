@@ -340,8 +340,8 @@ def _chains(items: _Items, fuzzy: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
 def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) -> pl.DataFrame:
     """One row per item per compaction with its status, plus each dropped item at the compaction
     where it vanished: session_id, compaction_id, compaction_seq, anchor_type, item, status,
-    similarity, item_norm, introduced_at, reaches_last, last_compaction, chain (the row id of
-    the chain's first item: one number per kept/changed chain within a call). Rows are in session,
+    similarity, item_norm, introduced_at, reaches_last, last_compaction, chain (a number naming the
+    kept/changed chain: from where it began and its first item's text). Rows are in session,
     compaction, anchor type and position order, dropped rows after the others. ``keep``, a
     predicate on the six input columns (session_id, compaction_id, seq, anchor_type, position,
     item), leaves out the rows where it is false (or null)."""
@@ -377,6 +377,18 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
         pl.col("compaction_id").gather(items.ci[root[at]]).alias("introduced_at"),
     )
     of_text = _texts_at(texts, items.tid[at], "anchor_type", "item", "item_norm")
+    # a chain is named by where it began and its first item's text, not by a row id, so the
+    # same items give the same chains whatever order they came in
+    first = _texts_at(texts, items.tid[root[at]], "item_norm").get_column("item_norm")
+    chain = (
+        pl.concat_str(
+            [of_comp["session_id"], of_comp["introduced_at"], of_text["anchor_type"], first],
+            separator="\0",
+            ignore_nulls=True,
+        )
+        .hash(seed=0)
+        .reinterpret(signed=True)
+    )
     # the status follows from the similarity (none: added); a dropped row has neither
     score = pl.when(~pl.lit(pl.Series(dropped))).then(pl.lit(similarity.gather(at)))
     of_status = pl.select(
@@ -389,11 +401,11 @@ def match_anchor_items(anchor_items: pl.DataFrame, keep: pl.Expr | None = None) 
         .otherwise(0),
         similarity=score,
         reaches_last=pl.lit(pl.Series(reaches[at])),
-        chain=pl.lit(pl.Series(root[at].astype(np.int64))),
     )
     # the names from codes: building 6M strings row by row in the expression costs more
     names = pl.Series(["added", "changed", "kept", "dropped"]).gather(of_status["status"])
     of_status = of_status.with_columns(status=names)
+    of_status = of_status.with_columns(chain=chain)
     return pl.concat([of_comp, of_text, of_status], how="horizontal").select(
         pl.col(name).cast(dtype) for name, dtype in _DETAIL_SCHEMA.items()
     )
