@@ -44,7 +44,8 @@ from analytics.queries.app import (
     turn_cost_rows,
 )
 from analytics.queries.audit import audit_json
-from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
+from analytics.queries.findings import postmortem_json
 from analytics.queries.frames import (
     anchor_items_frame,
     compactions_frame,

@@ -47,7 +47,8 @@ from analytics.cli.terminal import (
     trial_progress,
 )
 from analytics.jobs.prices import PriceProfile
-from analytics.queries.findings import counterfactual_job, postmortem_json, retention_json
+from analytics.queries.counterfactual_job import counterfactual_job
+from analytics.queries.findings import postmortem_json, retention_json
 from analytics.queries.materialize import JOBS, Job, refresh
 from analytics.queries.stats import COHORT_KEYS, CohortKey, fleet_stats
 from analytics.report.html import write_report

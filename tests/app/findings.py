@@ -17,7 +17,8 @@ from typing import Any
 
 from analytics.cli.commands import run_replay
 from analytics.importers import ImportedSession, import_path
-from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
+from analytics.queries.findings import postmortem_json
 from analytics.queries.materialize import refresh
 from analytics.store import EventStore
 from analytics.store.projector import Projector

@@ -22,8 +22,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from analytics.queries import fanout, materialize
+from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
 from analytics.queries.fanout import DaskUnavailableError
-from analytics.queries.findings import COUNTERFACTUAL_JOB
 from analytics.queries.materialize import JOBS, refresh
 from analytics.store import EventStore
 from compactor import SpoolSink

@@ -33,7 +33,8 @@ from typer.testing import CliRunner
 from analytics.cli.main import app
 from analytics.importers import ImportedSession, import_path
 from analytics.jobs.causes import CAUSES, UNAVOIDABLE
-from analytics.queries.findings import COUNTERFACTUAL_JOB, postmortem_json
+from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
+from analytics.queries.findings import postmortem_json
 from analytics.queries.materialize import refresh
 from analytics.store import EventStore
 from compactor import CompactorConfig, estimate_tokens
