@@ -5,12 +5,15 @@ relative to the folder's own descriptor with ``O_NOFOLLOW | O_NONBLOCK``, then c
 ``fstat`` on the opened descriptor that it is a regular file: a symbolic link (to ``~/secret``
 or ``/etc/passwd``), a FIFO, a device or a directory is never read, nor is a file with more
 than one hard link (a second name for any file of the same file system), and their bytes are
-never copied anywhere. A file that cannot be read now (gone since the listing, another user's) is a
-``SpoolSkipError`` with the reason, so the projector skips it, reads the others and tries again on
-its next pass. ``tail_sha256`` fingerprints an offset by the bytes just before it, so a file
-truncated and rewritten past its old offset (logrotate's ``copytruncate``) is told apart from
-one that only grew. ``source_name`` is the name a file is stored under, unique per real file
-name. Nothing here parses lines or touches the database.
+never copied anywhere. Events in the spool become the store's truth, so a file is read only when
+it is this user's own and no one else may write to it: one owned by another user, or writable
+by its group or by everyone (another user could append events), is refused, from the ``fstat``
+of the opened descriptor. A file that cannot be read now (gone since the listing, another
+user's, writable by others) is a ``SpoolSkipError`` with the reason, so the projector skips it,
+reads the others and tries again on its next pass. ``tail_sha256`` fingerprints an offset by
+the bytes just before it, so a file truncated and rewritten past its old offset (logrotate's
+``copytruncate``) is told apart from one that only grew. ``source_name`` is the name a file is
+stored under, unique per real file name. Nothing here parses lines or touches the database.
 """
 
 from __future__ import annotations
@@ -140,7 +143,30 @@ class SpoolDir:
         if info.st_nlink > 1:
             os.close(fd)
             raise SpoolSkipError(_linked(info.st_nlink))
+        foreign = _foreign(info)
+        if foreign:
+            os.close(fd)
+            raise SpoolSkipError(foreign)
         return fd, info
+
+
+def _foreign(info: os.stat_result) -> str:
+    """Why a spool file is not this user's alone ("" when it is): another owner, or a mode
+    that lets its group or everyone write to it."""
+    me = os.geteuid()
+    if info.st_uid != me:
+        return (
+            f"owned by another user (uid {info.st_uid}; this process runs as uid {me}): its "
+            "events may not be this user's agents'; not read (chown it to read it)"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & (stat.S_IWOTH | stat.S_IWGRP):
+        who = "other users" if mode & stat.S_IWOTH else "its group"
+        return (
+            f"writable by {who} (mode {mode:04o}): anyone of them could add events to it; not "
+            "read (chmod go-w it to read it)"
+        )
+    return ""
 
 
 def _linked(links: int) -> str:
