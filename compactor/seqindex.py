@@ -90,7 +90,8 @@ class SeqIndex:
                 self._write_marker()
 
     def _append(self, session_id: str, next_seq: int) -> None:
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the spool: private
+        self.root.mkdir(mode=0o700, exist_ok=True)
         line = json.dumps({"session_id": session_id, "next_seq": next_seq}, ensure_ascii=False)
         data = utf8(line + "\n")
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)

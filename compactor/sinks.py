@@ -188,7 +188,7 @@ class SpoolSink:
                 self._unindexed.clear()
             before = self.written
             try:
-                self.spool_dir.mkdir(parents=True, exist_ok=True)
+                self.spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private
                 fd = os.open(self._file(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 try:
                     self._write_chunks(fd)

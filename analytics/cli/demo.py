@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from analytics.cli.common import (
     Command,
@@ -253,7 +254,7 @@ def _summary(totals: dict[CompactionTier, int], root: Path, problems: int) -> No
         f"offloaded files: {root / 'offload'}"
     )
     if problems:
-        console.print(f"[red]{problems} invalid views[/]")
+        console.print(Text(f"{problems} invalid views", style="red"))
         raise typer.Exit(1)
 
 

@@ -114,11 +114,6 @@ def test_a_spool_file_owned_by_another_user_is_skipped_even_when_readable(
     assert _events(tmp_path) == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compactor/sinks.py creates the spool folder with the default mode (0755 under "
-    "umask 022); the change, mkdir(mode=0o700), is reported to the owner of sinks.py",
-)
 def test_the_spool_folder_an_agent_creates_is_private(tmp_path: Path) -> None:
     spool = tmp_path / "home" / "spool"
     sink = SpoolSink(spool)
