@@ -40,7 +40,7 @@ from compactor.progressive import ProgressiveCompactor
 from compactor.recording import SessionRecorder, next_seq_of
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
 from compactor.sinks import EventSink
-from compactor.tokens import message_bytes, raw_tokens
+from compactor.tokens import MAX_REPORTED_TOKENS, message_bytes, raw_tokens, token_count
 from compactor.tooltime import ToolTimeOffload
 from compactor.work import untouched_record
 
@@ -89,6 +89,8 @@ class CompactionSession:
             compactor.config, compactor.offloader, self.session_id, compactor.faults
         )
         self.noops_suppressed = 0
+        self.usage_ignored = 0
+        """Usage reports ignored because their counts were no token counts (``observe_usage``)."""
         if start_seq is None:  # only a named session can be a resumed one
             start_seq = (
                 next_seq_of(event_sink, self.session_id, compactor.faults) if session_id else 0
@@ -349,10 +351,10 @@ class CompactionSession:
     def observe_usage(
         self,
         *,
-        input_tokens: int,
-        output_tokens: int = 0,
-        cache_read_tokens: int = 0,
-        cache_creation_tokens: int = 0,
+        input_tokens: int | float | None,
+        output_tokens: int | float | None = 0,
+        cache_read_tokens: int | float | None = 0,
+        cache_creation_tokens: int | float | None = 0,
         model: str = "",
         prompt: Literal["view", "history"] = "view",
     ) -> None:
@@ -361,8 +363,34 @@ class CompactionSession:
         ``prompt="view"`` (live agents): the report is about the view the last ``prepare``
         returned, the one actually sent. ``prompt="history"``: it is about the whole uncompacted
         history, as when a replay feeds a transcript's usage, which describes what the original
-        agent sent without compaction.
+        agent sent without compaction. A report whose counts are not token counts (None, NaN,
+        infinite, negative, above ``MAX_REPORTED_TOKENS``) is ignored, counted in
+        ``usage_ignored`` and logged once: odd usage from a provider never stops the agent.
         """
+        counts = [
+            token_count(v)
+            for v in (input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens)
+        ]
+        if any(c is None for c in counts):
+            self.usage_ignored += 1
+            self.compactor.faults.note(
+                "usage report ignored: its token counts must be whole numbers from 0 to "
+                f"{MAX_REPORTED_TOKENS:,}",
+                then="the estimator and the event store skip it",
+            )
+            return
+        self._usage(*[c or 0 for c in counts], model=model, prompt=prompt)
+
+    def _usage(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int,
+        cache_creation_tokens: int,
+        *,
+        model: str,
+        prompt: Literal["view", "history"],
+    ) -> None:
         if prompt == "history":
             n_bytes = self._system_bytes + self.history_bytes
         else:

@@ -1,13 +1,17 @@
 """Token estimation: the harness9-compatible byte estimator, pluggable estimators, calibration.
 
 ``estimate_tokens`` is ``sum of UTF-8 bytes of content, tool-call ids, names, arguments and
-tool_call_id, // 4``. ``CalibratedEstimator`` scales it by what the provider reported. Nothing
-here calls a tokenizer or the network.
+tool_call_id, // 4``. ``CalibratedEstimator`` scales it by what the provider reported;
+``OverheadCalibratedEstimator`` also learns the prompt the harness adds unseen. A report that is
+no token count (None, NaN, infinite, negative, above ``MAX_REPORTED_TOKENS``) is ignored, and
+one far off the fit is held until the next report says whether the fit or the report was wrong.
+Nothing here calls a tokenizer or the network.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -62,8 +66,30 @@ class ByteEstimator:
         return n_bytes // self.bytes_per_token
 
 
+MAX_REPORTED_TOKENS = 1_000_000_000
+"""No model reads a prompt this long: a larger count is a bug upstream, never a measurement."""
+
+OUTLIER_FACTOR = 4.0
+"""A report more than this many times above (or below) what the fit expects is held, not
+learnt from, until the next report: one odd report cannot hold the estimate off for many
+turns, and two in a row (the harness really changed) start the fit again from them."""
+
+
+def token_count(value: object) -> int | None:
+    """``value`` as a token count a provider could report (a whole number from 0 to
+    ``MAX_REPORTED_TOKENS``; a float only if whole), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_REPORTED_TOKENS:
+        return value
+    return None
+
+
 class _Calibrating:
-    """What both calibrating estimators share: the forgetting rate, a lock, a report count."""
+    """What both calibrating estimators share: the forgetting rate, a lock, a report count,
+    and the screening of reports (``observe``); each subclass fits in ``_fold``."""
 
     def __init__(self, alpha: float) -> None:
         if not 0 < alpha <= 1:
@@ -72,6 +98,8 @@ class _Calibrating:
         self._observations = 0
         self._lock = threading.Lock()
         self._base = ByteEstimator()
+        self._held: tuple[float, float, bool] | None = None
+        """A report far off the fit (estimate, report, above?), awaiting the next one."""
 
     def raw_tokens(self, n_bytes: int) -> int:
         """The uncalibrated estimate, which ``observe`` compares with provider reports."""
@@ -80,6 +108,42 @@ class _Calibrating:
     @property
     def observations(self) -> int:
         return self._observations
+
+    def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
+        """Record one (raw estimate, provider-reported) pair. Pairs that are not positive token
+        counts are ignored; one far off the fit waits for the next (``OUTLIER_FACTOR``)."""
+        x, y = token_count(estimated_tokens), token_count(reported_tokens)
+        if not x or not y:
+            return
+        with self._lock:
+            for pair in self._screened(float(x), float(y)):
+                self._fold(*pair)
+                self._observations += 1
+
+    def _screened(self, x: float, y: float) -> list[tuple[float, float]]:
+        """The pairs to learn from now: this one, none (held), or the held one and this one
+        after a fresh start (two in a row off the same way: the fit, not they, was wrong)."""
+        off = self._off(x, y) if self._observations else 1.0
+        if 1 / OUTLIER_FACTOR <= off <= OUTLIER_FACTOR:
+            self._held = None
+            return [(x, y)]
+        held, self._held = self._held, (x, y, off > 1)
+        if held is None or held[2] != (off > 1):
+            return []
+        self._held = None
+        self._restart()
+        return [held[:2], (x, y)]
+
+    def _off(self, x: float, y: float) -> float:
+        """How many times what the fit expects the report ``y`` is."""
+        raise NotImplementedError
+
+    def _fold(self, x: float, y: float) -> None:
+        raise NotImplementedError
+
+    def _restart(self) -> None:
+        """Forget every report so far."""
+        raise NotImplementedError
 
 
 class CalibratedEstimator(_Calibrating):
@@ -102,17 +166,22 @@ class CalibratedEstimator(_Calibrating):
     def factor(self) -> float:
         return self._factor
 
-    def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
-        """Record one (estimate, provider-reported) pair; ignores non-positive values."""
-        if estimated_tokens <= 0 or reported_tokens <= 0:
-            return
-        ratio = min(4.0, max(0.25, reported_tokens / estimated_tokens))
-        with self._lock:
-            if self._observations == 0:
-                self._factor = ratio
-            else:
-                self._factor = (1 - self._alpha) * self._factor + self._alpha * ratio
-            self._observations += 1
+    @staticmethod
+    def _ratio(x: float, y: float) -> float:
+        return min(4.0, max(0.25, y / x))
+
+    def _off(self, x: float, y: float) -> float:
+        return (y / x) / self._factor  # unclamped: the clamp would hide how far off it is
+
+    def _fold(self, x: float, y: float) -> None:
+        ratio = self._ratio(x, y)
+        if self._observations == 0:
+            self._factor = ratio
+        else:
+            self._factor = (1 - self._alpha) * self._factor + self._alpha * ratio
+
+    def _restart(self) -> None:
+        self._observations = 0
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
         return int(self.raw_tokens(n_bytes) * self._factor)
@@ -140,17 +209,20 @@ class OverheadCalibratedEstimator(_Calibrating):
     def name(self) -> str:
         return f"bytes/4*{self.slope:.3f}+{self.overhead:.0f}"
 
-    def observe(self, estimated_tokens: int, reported_tokens: int) -> None:
-        """Record one (estimate, provider-reported) pair; ignores non-positive values."""
-        if estimated_tokens <= 0 or reported_tokens <= 0:
-            return
-        x, y = float(estimated_tokens), float(reported_tokens)
-        with self._lock:
-            keep = 1 - self._alpha
-            w, sx, sy, sxx, sxy = (v * keep for v in self._sums)
-            self._sums = [w + 1, sx + x, sy + y, sxx + x * x, sxy + x * y]
-            self._observations += 1
-            self._fit()
+    def _off(self, x: float, y: float) -> float:
+        expected = x * self.slope + self.overhead
+        return y / expected if expected > 0 else 1.0
+
+    def _fold(self, x: float, y: float) -> None:
+        keep = 1 - self._alpha
+        w, sx, sy, sxx, sxy = (v * keep for v in self._sums)
+        self._sums = [w + 1, sx + x, sy + y, sxx + x * x, sxy + x * y]
+        self._fit()
+
+    def _restart(self) -> None:
+        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+        self.slope, self.overhead = 1.0, 0.0
+        self._observations = 0
 
     def _fit(self) -> None:
         w, sx, sy, sxx, sxy = self._sums
