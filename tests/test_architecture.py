@@ -17,12 +17,13 @@ STDLIB = set(sys.stdlib_module_names)
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], bool]]:
-    """(module, imported names, lazy) for each import; lazy = inside a function."""
+    """(module, imported names, lazy) for each import; lazy = inside a function, or under
+    ``if TYPE_CHECKING:`` (never run)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     lazy_nodes = {
         id(n)
         for f in ast.walk(tree)
-        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) or _is_type_checking_block(f)
         for n in ast.walk(f)
     }
     out: list[tuple[str, list[str], bool]] = []
@@ -32,6 +33,17 @@ def _imports(path: Path) -> list[tuple[str, list[str], bool]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             out.append((node.module, [a.name for a in node.names], id(node) in lazy_nodes))
     return out
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+    )
+
+
+FRAMEWORKS = {"pydantic_ai", "langchain", "langchain_core", "langgraph", "agents"}
+"""The agent frameworks compactor/adapters/ plugs into (one extra each)."""
 
 
 def _modules(package: str) -> list[Path]:
@@ -45,6 +57,10 @@ def test_compactor_imports_only_stdlib_and_pydantic_at_module_level() -> None:
             if top in ("openai", "anthropic"):
                 assert lazy, f"{path}: SDK {module!r} must be imported lazily inside its adapter"
                 assert "llm" in path.parts, f"{path}: SDK imports belong in compactor/llm"
+                continue
+            if top in FRAMEWORKS:
+                assert lazy, f"{path}: framework {module!r} must be imported lazily, when used"
+                assert "adapters" in path.parts, f"{path}: {module!r} belongs in compactor/adapters"
                 continue
             if top == "opentelemetry":
                 assert lazy, f"{path}: the OpenTelemetry SDK is imported lazily, inside the sink"
