@@ -349,8 +349,10 @@ class Conversations(Generic[ItemT, OriginT]):
 
     def _factory(self, session_id: str, system: str | None) -> _SessionFactory:
         def start(resume: Sequence[Message]) -> CompactionSession:
+            # a copy per conversation: its own paths and summary state
+            compactor = self.template.for_session(session_id, capture=self.capture)
             return CompactionSession(
-                self.template,
+                compactor,
                 system,
                 session_id=session_id,
                 event_sink=self.sink,
