@@ -102,16 +102,18 @@ def analytics_violations(path: Path) -> list[str]:
 ROOMS: dict[str, set[str]] = {
     "errors": set(),
     "text": set(),
+    "extras": {"errors"},
     "jobs": set(),
-    "store": {"errors", "text"},
-    "importers": {"errors", "text", "store"},
-    "replay": {"errors", "text", "jobs", "importers"},
-    "queries": {"errors", "text", "jobs", "store", "importers", "replay"},
-    "tuning": {"errors", "text", "jobs", "importers", "replay"},
-    "report": {"errors", "text", "jobs", "store", "queries"},
+    "store": {"errors", "text", "extras"},
+    "importers": {"errors", "text", "extras", "store"},
+    "replay": {"errors", "text", "extras", "jobs", "importers"},
+    "queries": {"errors", "text", "extras", "jobs", "store", "importers", "replay"},
+    "tuning": {"errors", "text", "extras", "jobs", "importers", "replay"},
+    "report": {"errors", "text", "extras", "jobs", "store", "queries"},
     "cli": {
         "errors",
         "text",
+        "extras",
         "jobs",
         "store",
         "importers",
@@ -120,11 +122,22 @@ ROOMS: dict[str, set[str]] = {
         "tuning",
         "report",
     },
-    "__init__": {"errors", "jobs", "store", "importers", "replay", "queries", "tuning", "report"},
+    "__init__": {
+        "errors",
+        "extras",
+        "jobs",
+        "store",
+        "importers",
+        "replay",
+        "queries",
+        "tuning",
+        "report",
+    },
 }
 """Each room of ``analytics/`` and the rooms it may import (besides itself): the layers run one
 way, from the pure jobs and the store up to the command line; the package's ``__init__`` (the
-app's surface) may use every room but the command line."""
+app's surface) may use every room but the command line. ``extras`` (which optional dependency
+brings what) is below every room that imports one lazily; the pure jobs need none."""
 
 
 def room_of(path: Path) -> str:
