@@ -37,6 +37,7 @@ from analytics.cli.common import (
 from analytics.cli.common import app as app  # the console script's typer app
 from analytics.cli.demo import register as register_demo
 from analytics.cli.exports import register as register_exports
+from analytics.cli.hooks import register as register_hooks
 from analytics.cli.ingesting import MaintenanceTimes
 from analytics.cli.inputs import split_issues
 from analytics.cli.ledger import register as register_ledger
@@ -57,6 +58,7 @@ from analytics.cli.terminal import (
     print_skipped,
     window_too_small,
 )
+from analytics.cli.watching import register as register_watch
 from analytics.importers import ImportIssue
 from analytics.store.projector import IngestResult
 from compactor import (
@@ -346,6 +348,8 @@ register_audit(app)
 register_ledger(app)
 register_demo(app)
 register_exports()
+register_watch(app)
+register_hooks(app)
 
 
 def main() -> None:
