@@ -433,3 +433,43 @@ def test_the_audit_line_names_what_a_compaction_lost_and_whether_it_grew() -> No
     assert "1 read again after it; it did not make the context bigger" in line
     grew = _audit_line("s1", 2, {**row, "grew": True, "growth_tokens": 1200})
     assert "it made the context bigger (+1,200 tokens)" in grew
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not CLAUDE.is_file(), reason=f"no transcript at {CLAUDE}")
+def test_while_another_process_owns_the_store_imports_go_to_the_spool_for_it(
+    tmp_path: Path,
+) -> None:
+    lines = _lines()
+    identity = _session_id(lines)
+    folder, home, env = tmp_path / "projects", tmp_path / "home", _env(tmp_path)
+    folder.mkdir()
+    (folder / f"{identity}.jsonl").write_text("".join(line + "\n" for line in lines))
+    owner = subprocess.Popen(
+        [sys.executable, "-m", "analytics.cli", "ingest", "--watch", "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    said: list[str] = []
+    assert owner.stderr is not None
+    threading.Thread(target=lambda: said.extend(owner.stderr or []), daemon=True).start()
+    try:
+        _until(lambda: any(line.startswith("watching ") for line in said), lambda: "".join(said))
+        once = subprocess.run(
+            [sys.executable, "-m", "analytics.cli", "watch", str(folder), "--once", "--home", home],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=DEADLINE_S,
+            check=False,
+        )
+    finally:
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(timeout=DEADLINE_S) == 0, "".join(said)
+    assert once.returncode == 0, once.stderr
+    assert "not projecting:" in once.stdout and "this import went to the spool" in once.stdout
+    with EventStore.for_home(home, read_only=True) as store:  # the owner projected it
+        rows, native = _live(store, identity)
+    assert len(rows) == _messages_counted(lines) and native == 1
