@@ -10,10 +10,11 @@ one before, so the store always holds each live session once, as its file now re
 
 The watcher owns the store when nobody else does (``analytics.cli.ownership``): it projects
 what other processes spool and lends the store to reading commands; when the app (or another
-owner) holds the store the imports go to the spool and that owner projects them. The marks of the files imported and how far the hook
-files were read are kept under the home (``<home>/live/watch.json``), so a restart imports only
-what changed meanwhile. One watcher per home (``<home>/live/watch.lock``). It runs until SIGINT
-or SIGTERM and exits 0, one line per import on stdout.
+owner) holds the store the imports go to the spool and that owner projects them. The marks of
+the files imported and how far the hook files were read are kept under the home
+(``<home>/live/watch.json``), so a restart imports only what changed meanwhile. One watcher per
+home (``<home>/live/watch.lock``). It runs until SIGINT or SIGTERM and exits 0, one line per
+import on stdout. ``catch_up`` is one pass over what hooks named, for a command about to project.
 """
 
 from __future__ import annotations
@@ -357,6 +358,22 @@ def run_watch(
         finally:
             watcher.close()
     return watcher
+
+
+def catch_up(home: Path, say: Say) -> bool:
+    """One pass over the hook payloads and the transcripts they named (no folder), for a
+    command about to project the spool (``ingest``), so that the compaction a hook saw is in
+    the store after it. False, doing nothing, when a watcher follows the home: it does this."""
+    try:
+        with watch_lock(home):
+            watcher = Watcher(home, [], say, spool_only=True)
+            try:
+                watcher.tick()
+            finally:
+                watcher.close()
+    except WatchBusyError:
+        return False
+    return True
 
 
 class CaptureName(StrEnum):

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from analytics.cli.hooks import HOOK_EVENTS, hook_command, with_hooks
+from analytics.cli.watching import catch_up, watch_lock
 from analytics.importers import harness_hooks
 from analytics.importers.harness_hooks import HookFact, Position, read_facts, read_problems
 from analytics.store import EventStore
@@ -356,3 +357,21 @@ def test_a_postcompact_hook_puts_the_compaction_in_the_store_at_the_next_watch_p
 
     again = _cli(tmp_path, "watch", "--once", "--home", home)
     assert again.returncode == 0 and b"hook claude-code" not in again.stdout  # read once
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not CLAUDE.is_file(), reason=f"no transcript at {CLAUDE}")
+def test_catch_up_imports_what_hooks_named_unless_a_watcher_does(tmp_path: Path) -> None:
+    """What ``ingest`` would call before projecting (see docs/guides/live.md)."""
+    transcript = tmp_path / "t" / "s.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text(CLAUDE.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    home = tmp_path / "home"
+    harness_hooks.receive("claude-code", _payload(transcript), home)
+    said: list[str] = []
+    with watch_lock(home):
+        assert catch_up(home, said.append) is False and said == []
+    assert catch_up(home, said.append) is True
+    assert any("1 harness compaction" in line for line in said), said
+    with EventStore.for_home(home, read_only=True) as store:
+        assert store.query("SELECT count(*) FROM compactions WHERE origin = 'native'").item() == 1
