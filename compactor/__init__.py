@@ -9,6 +9,7 @@ from compactor.config import CompactorConfig
 from compactor.errors import (
     ChatModelError,
     CompactorError,
+    CompactorInUseError,
     OffloadError,
     RecordStoreError,
     SummarizerError,
@@ -84,6 +85,7 @@ __all__ = [
     "Compactor",
     "CompactorConfig",
     "CompactorError",
+    "CompactorInUseError",
     "DroppedMessage",
     "EventSink",
     "ExtractiveSummarizer",

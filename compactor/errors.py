@@ -3,7 +3,8 @@
 One root, ``CompactorError``; subclasses only for conditions a caller can act on. Recording and
 offloading never raise into the agent loop: these exceptions surface from explicit calls
 (``CompactionOffloader.offload``, ``Summarizer.summarize``) and are caught, counted and put on the
-record by the compactor itself.
+record by the compactor itself, or from a misuse the caller must fix before the agent starts
+(``CompactorInUseError``: one compactor given to two open sessions).
 """
 
 from __future__ import annotations
@@ -27,3 +28,18 @@ class ChatModelError(SummarizerError):
 
 class RecordStoreError(CompactorError):
     """A record file could not be written; the compaction result is unaffected."""
+
+
+class CompactorInUseError(CompactorError, ValueError):
+    """A ``CompactionSession`` was given a compactor that another session, still open, uses
+    under another session id or capture; sharing it would mix their paths and summaries."""
+
+    def __init__(self, serving: str, serving_capture: str, wanted: str, capture: str) -> None:
+        super().__init__(
+            f"this compactor serves session {serving!r} (capture {serving_capture!r}), which is "
+            f"still open; session {wanted!r} (capture {capture!r}) needs a compactor of its own: "
+            f"pass compactor.for_session({wanted!r}, capture={capture!r}), or close() session "
+            f"{serving!r} first"
+        )
+        self.serving = serving
+        self.wanted = wanted

@@ -12,6 +12,7 @@ so both behave identically. The task, anchors and summary of the last compaction
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Generator, Sequence
 
 from compactor.calls import (
@@ -26,7 +27,7 @@ from compactor.compaction_message import (
     task_carrier_index,
 )
 from compactor.config import CompactorConfig
-from compactor.errors import OffloadError
+from compactor.errors import CompactorInUseError, OffloadError
 from compactor.events import (
     Capture,
     EventFactory,
@@ -83,45 +84,59 @@ class ProgressiveCompactor:
         self.config = config or CompactorConfig()
         if not session_id and offloader is not None:
             session_id = offloader.session_id  # the offloader already names the session
-        self.session_id = session_id
-        self.offloader = (
-            offloader.for_session(session_id)
-            if offloader and offloader.session_id != session_id
-            else offloader
-        )
+        self.offloader = offloader
         self.record_store = record_store
         self.event_sink = event_sink
         self.memory_extractor = memory_extractor
         self.todo_injector = todo_injector
         self.estimator = estimator or ByteEstimator()
-        self.capture: Capture = capture
-        if hash_secret is None and capture == "metadata" and self.offloader is not None:
-            hash_secret = self.offloader.hash_secret()
         self.hash_secret = hash_secret
         """Metadata capture: what this session's hash key is derived from (the offloader's
         work dir secret unless given; None: a random key, for this process only)."""
-        self.hash_key = hash_key(capture, session_id, hash_secret)
-        """The key of this session's hashes in metadata capture (None in full capture)."""
-        self.fallback = (
-            fallback.rebind(estimator=self.estimator, offloader=self.offloader)
-            if fallback is not None
-            else TokenBudgetCompactor(
-                context_window,
-                config=self.config,
-                estimator=self.estimator,
-                offloader=self.offloader,
-            )
+        self.fallback = fallback or TokenBudgetCompactor(
+            context_window, config=self.config, estimator=self.estimator
         )
+        self.record_store_errors = 0
+        self.faults = FaultLog(log)
+        """Failures this compactor (and its sessions) failed open on, by kind; each kind is
+        logged once, by type and code, never with content."""
+        self._serving: weakref.ref[object] | None = None
+        self._bind(session_id, capture)
+
+    def _bind(self, session_id: str, capture: Capture) -> None:
+        """Bind to ``session_id`` with ``capture``: its offload folder, its hash key and event
+        ids, and no summary state (a session never inherits another's summary)."""
+        self.session_id = session_id
+        self.capture: Capture = capture
+        if self.offloader is not None and self.offloader.session_id != session_id:
+            self.offloader = self.offloader.for_session(session_id)
+        if self.hash_secret is None and capture == "metadata" and self.offloader is not None:
+            self.hash_secret = self.offloader.hash_secret()
+        self.hash_key = hash_key(capture, session_id, self.hash_secret)
+        """The key of this session's hashes in metadata capture (None in full capture)."""
+        self.fallback = self.fallback.rebind(estimator=self.estimator, offloader=self.offloader)
         self.state: CompactionState | None = None
         """What the last compaction message of this session says (None before the first)."""
         self.task = ""
         """The full task text of this session, once a compaction has seen it."""
         self._state_content = ""
         self._events = EventFactory(session_id)
-        self.record_store_errors = 0
-        self.faults = FaultLog(log)
-        """Failures this compactor (and its sessions) failed open on, by kind; each kind is
-        logged once, by type and code, never with content."""
+
+    def serve(self, session: object, session_id: str, capture: Capture) -> None:
+        """Become the compactor of ``session`` (a ``CompactionSession``), bound to its id and
+        capture. Refused (``CompactorInUseError``) when that needs a rebinding while another
+        session, still open, uses this compactor: the two would share paths and summary state."""
+        current = self._serving() if self._serving is not None else None
+        if (self.session_id, self.capture) != (session_id, capture):
+            if current is not None and current is not session:
+                raise CompactorInUseError(self.session_id, self.capture, session_id, capture)
+            self._bind(session_id, capture)
+        self._serving = weakref.ref(session)
+
+    def release(self, session: object) -> None:
+        """``session`` is closed: another session may have this compactor now."""
+        if self._serving is not None and self._serving() is session:
+            self._serving = None
 
     def for_session(
         self,

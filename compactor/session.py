@@ -46,7 +46,13 @@ from compactor.work import untouched_record
 
 
 class CompactionSession:
-    """One agent conversation: ``prepare()`` before each LLM call, ``append()`` every message."""
+    """One agent conversation: ``prepare()`` before each LLM call, ``append()`` every message.
+
+    It compacts with the compactor it is given, bound to this session's id and capture (so the
+    caller's ``compactor.state`` is this session's). A compactor that another open session uses
+    under another id or capture is refused (``CompactorInUseError``): give each concurrent
+    session ``compactor.for_session(session_id)``; ``close()`` frees a compactor for the next.
+    """
 
     def __init__(
         self,
@@ -72,8 +78,9 @@ class CompactionSession:
         # an id is written in every event: scrubbed once here, it is the same id on the way
         # in (resume lookups) and on the way out (the spool)
         self.session_id = scrub(session_id) if session_id else str(uuid.uuid4())
-        if compactor.session_id != self.session_id or compactor.capture != capture:
-            compactor = compactor.for_session(self.session_id, capture=capture)
+        # the caller's compactor is the one that compacts (its state is this session's), bound
+        # to this id and capture; refused if another open session needs it bound otherwise
+        compactor.serve(self, self.session_id, capture)
         self.compactor = compactor
         self.event_sink = event_sink
         self.capture: Capture = capture
@@ -431,9 +438,12 @@ class CompactionSession:
             self.compactor.faults.report("session cleanup incomplete", exc)
         self._recorder.emit(lambda: SessionDeleted(reason="deleted by the user"))
         self._recorder.flush()
+        self.compactor.release(self)
 
     def close(self) -> None:
+        """Flush the session's events and free its compactor for another session."""
         self._recorder.flush()
+        self.compactor.release(self)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from compactor import (
     CompactionOffloader,
     CompactionSession,
     CompactionTier,
+    CompactorInUseError,
     EventSink,
     ExtractiveSummarizer,
     JsonlRecordStore,
@@ -498,7 +499,9 @@ def test_two_sessions_from_one_compactor_do_not_share_summary_state(tmp_path: Pa
     summarizer = RecordingSummarizer()
     compactor = ProgressiveCompactor(summarizer, 4000)
     first = CompactionSession(compactor, SYSTEM, session_id="a", event_sink=MemorySink())
-    second = CompactionSession(compactor, SYSTEM, session_id="b", event_sink=MemorySink())
+    second = CompactionSession(
+        compactor.for_session("b"), SYSTEM, session_id="b", event_sink=MemorySink()
+    )
 
     compact_now(first, CompactionTier.FULL)
     compact_now(second, CompactionTier.FULL)
@@ -506,6 +509,50 @@ def test_two_sessions_from_one_compactor_do_not_share_summary_state(tmp_path: Pa
     assert [previous for _transcript, previous in summarizer.calls] == [None, None]
     assert first.compactor is not second.compactor
     assert (first.compactor.session_id, second.compactor.session_id) == ("a", "b")
+
+
+def test_the_session_compacts_with_the_compactor_it_is_given(tmp_path: Path) -> None:
+    compactor = ProgressiveCompactor(
+        RecordingSummarizer(), 4000, offloader=CompactionOffloader(tmp_path, "template")
+    )
+    session = CompactionSession(compactor, SYSTEM, session_id="given", capture="metadata")
+
+    compact_now(session, CompactionTier.FULL)
+
+    assert session.compactor is compactor
+    assert compactor.state is not None  # the caller sees the session's summary state
+    assert (compactor.session_id, compactor.capture) == ("given", "metadata")
+    assert compactor.hash_key is not None
+    assert compactor.offloader is not None and compactor.offloader.session_id == "given"
+
+
+def test_a_compactor_another_open_session_uses_is_refused_saying_what_to_do() -> None:
+    compactor = ProgressiveCompactor(RecordingSummarizer(), 4000)
+    still_open = CompactionSession(compactor, SYSTEM, session_id="a")
+
+    with pytest.raises(CompactorInUseError) as refused:
+        CompactionSession(compactor, SYSTEM, session_id="b", capture="metadata")
+
+    assert isinstance(refused.value, ValueError)
+    message = str(refused.value)
+    assert "'a' (capture 'full')" in message and "'b' (capture 'metadata')" in message
+    assert "compactor.for_session('b', capture='metadata')" in message
+    assert still_open.compactor is compactor and compactor.session_id == "a"
+
+
+def test_a_closed_sessions_compactor_serves_the_next_with_fresh_summary_state() -> None:
+    summarizer = RecordingSummarizer()
+    compactor = ProgressiveCompactor(summarizer, 4000)
+    first = CompactionSession(compactor, SYSTEM, session_id="a", event_sink=MemorySink())
+    compact_now(first, CompactionTier.FULL)
+    first.close()
+
+    second = CompactionSession(compactor, SYSTEM, session_id="b", event_sink=MemorySink())
+    assert compactor.state is None
+    compact_now(second, CompactionTier.FULL)
+
+    assert second.compactor is compactor and compactor.session_id == "b"
+    assert [previous for _transcript, previous in summarizer.calls] == [None, None]
 
 
 # ---------------------------------------------------------------- records
