@@ -218,13 +218,13 @@ class Watcher:
                     i for i in report.issues[before[0].issues :] if i.path == str(change.path)
                 ]
                 lines.append((change, now.minus(before[0]), issues))
+                self._said_import(*lines[-1])  # as it comes: a catch-up can take minutes
             before[0] = now
 
         with self.hold.set_aside():
             report = run_import(paths, self.home, capture=self.capture, on_file=on_file)
         self.imports += 1
-        for change, counts, issues in lines:
-            self._said_import(change, counts, issues)
+        for change, counts, _issues in lines:
             self.state.files[str(change.path)] = change.mark
             if counts.sessions and len(lines) <= LIVE_FILES_MAX:
                 self._said_live(change.path)
