@@ -3,19 +3,26 @@
 Building a payload reads the agent's messages (hashes, sizes, ids), so it can fail on text the
 agent never meant to be hostile; emitting can fail on a full disk or a broken sink. Both happen
 here, under one ``try``: a failure is counted, logged by type and code once per kind
-(``FaultLog``), and the agent goes on. Nothing here decides which events a session emits.
+(``FaultLog``), and the agent goes on. For a resumed session it also tells where the sink left
+it: the next ``seq`` (``next_seq_of``) and how many of its messages the sink durably holds
+(``recorded_messages``), so that messages whose events a crash lost are written again. Nothing
+here decides which events a session emits.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import stat
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel
 
-from compactor.events import EventFactory
+from compactor.events import EventFactory, MessageAppended
 from compactor.faults import FaultLog
-from compactor.sinks import EventSink
+from compactor.sinks import EventSink, MemorySink, SpoolSink, TeeSink
 
 
 class SessionRecorder:
@@ -83,3 +90,97 @@ def next_seq_of(sink: EventSink | None, session_id: str, faults: FaultLog) -> in
     except Exception as exc:
         faults.report("resumed session's seq unreadable", exc, then="starting at 0")
         return 0
+
+
+_MESSAGE_LINE = re.compile(
+    rb'^\{"event_id":"[^"\n]*","type":"message_appended","schema_version":\d+,'
+    rb'"session_id":("(?:[^"\\\n]|\\.)*"),"seq":\d+,[^\n]*?'
+    rb',"payload":\{"type":"message_appended","index":(\d+)[,}][^\n]*\n',
+    re.MULTILINE,
+)
+"""A whole ``message_appended`` line (a torn last line is no event): its session id as a JSON
+string, and its message index. Inside a JSON string a quote is escaped, so the payload's start
+cannot be matched inside the producer or the id."""
+
+_TAIL_BYTES = 4 << 20
+"""How much of the end of each spool file is read for a resumed session's newest messages."""
+
+_MTIME_SLACK_S = 2.0
+"""File systems with coarse timestamps: a spool file this much older than the session's index
+file may still hold its newest events."""
+
+
+def recorded_messages(sink: EventSink | None, session_id: str, faults: FaultLog) -> int | None:
+    """How many of ``session_id``'s first messages ``sink`` durably holds (their
+    ``message_appended`` events): a resumed session writes the others again. None: the sink
+    cannot tell (then the resumed messages are taken as recorded, as before).
+
+    A sink may answer itself (``recorded_messages(session_id) -> int``). A ``SpoolSink`` is
+    read from the end of its files: a process writes a session's events in order, and a resumed
+    one writes what was lost before anything new, so the newest message found there has every
+    earlier one before it. If it is not found there, more is written again than was lost (the
+    store keeps one row per message index), never less.
+    """
+    try:
+        return _recorded(sink, session_id)
+    except Exception as exc:
+        faults.report("resumed session's recorded messages unreadable", exc, then="rewriting all")
+        return 0
+
+
+def _recorded(sink: EventSink | None, session_id: str) -> int | None:
+    own: Any = getattr(sink, "recorded_messages", None)
+    if callable(own):
+        return int(own(session_id))
+    if isinstance(sink, TeeSink):
+        counts = [_recorded(s, session_id) for s in sink.sinks]
+        known = [c for c in counts if c is not None]
+        return min(known) if known else None
+    if isinstance(sink, MemorySink):
+        indices = [
+            e.payload.index
+            for e in sink.events
+            if e.session_id == session_id and isinstance(e.payload, MessageAppended)
+        ]
+        return max(indices, default=-1) + 1
+    if isinstance(sink, SpoolSink):
+        sink.flush()  # what this process still buffers counts once it is written
+        return _newest_in_spool(sink, session_id) + 1
+    return None
+
+
+def _newest_in_spool(sink: SpoolSink, session_id: str) -> int:
+    """The newest message index of ``session_id`` at the end of the spool's files (-1: none).
+    Only files written since the session's index file was (less some slack) are read: the
+    index is written before the events it covers."""
+    try:
+        since: float | None = sink.index.path_for(session_id).stat().st_mtime - _MTIME_SLACK_S
+    except OSError:
+        since = None  # no index file: any file may hold the session
+    newest = -1
+    for path in sorted(sink.spool_dir.glob("*.jsonl")):
+        try:
+            tail = _tail(path, since)
+        except OSError:
+            continue  # unreadable: what it holds is written again
+        for match in _MESSAGE_LINE.finditer(tail):
+            if json.loads(match[1]) == session_id:
+                newest = max(newest, int(match[2]))
+    return newest
+
+
+def _tail(path: os.PathLike[str], since: float | None) -> bytes:
+    """The last ``_TAIL_BYTES`` of a regular file from a line start (empty if it is older than
+    ``since`` or no regular file: a link is not followed)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (since is not None and st.st_mtime < since):
+            return b""
+        start = max(0, st.st_size - _TAIL_BYTES)
+        data = os.pread(fd, st.st_size - start, start)
+    finally:
+        os.close(fd)
+    if start:
+        data = data[data.find(b"\n") + 1 :]  # the first line is cut: skip it
+    return data

@@ -37,7 +37,7 @@ from compactor.messages import Message
 from compactor.outcome import CompactionOutcome
 from compactor.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
 from compactor.progressive import ProgressiveCompactor
-from compactor.recording import SessionRecorder, next_seq_of
+from compactor.recording import SessionRecorder, next_seq_of, recorded_messages
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
 from compactor.sinks import EventSink
 from compactor.tokens import MAX_REPORTED_TOKENS, message_bytes, raw_tokens, token_count
@@ -121,10 +121,24 @@ class CompactionSession:
         self._pairs = ExchangeTracker()
         self.history_bytes = 0
         """UTF-8 bytes of the whole history as the estimator counts them (kept as it grows)."""
-        for msg in resume:  # recorded by the earlier process already: no events
+        # before this process writes anything: what the sink holds of the resumed session
+        recorded = (
+            recorded_messages(event_sink, self.session_id, compactor.faults) if resume else None
+        )
+        for msg in resume:
             self._add(msg)
         started = self._started(model, agent, parent_session_id, source, metadata)
         self._recorder.emit(started)
+        if recorded is not None:
+            self._rewrite_lost(recorded)
+
+    def _rewrite_lost(self, recorded: int) -> None:
+        """Write again the resumed messages from ``recorded`` on: the earlier process appended
+        them, but its events were still buffered when it died (the sink never got them)."""
+        key, capture = self._hash_key, self.capture
+        for index in range(recorded, len(self.history)):
+            msg = self.history[index]
+            self._recorder.emit(lambda i=index, m=msg: message_appended(i, m, capture, key=key))  # type: ignore[misc]
 
     @property
     def sink_errors(self) -> int:
