@@ -121,20 +121,20 @@ class CompactionSession:
         self._pairs = ExchangeTracker()
         self.history_bytes = 0
         """UTF-8 bytes of the whole history as the estimator counts them (kept as it grows)."""
-        # before this process writes anything: what the sink holds of the resumed session
-        recorded = (
-            recorded_messages(event_sink, self.session_id, compactor.faults) if resume else None
-        )
+        self._resume(resume, self._started(model, agent, parent_session_id, source, metadata))
+
+    def _resume(self, resume: Sequence[Message], started: Callable[[], SessionStarted]) -> None:
+        """Take in the history an earlier process persisted, say the session started, and
+        write again the resumed messages the sink lacks: the earlier process appended them,
+        but their events were still buffered when it died."""
+        sink, faults = self.event_sink, self.compactor.faults
+        # asked before this process writes anything of the session
+        recorded = recorded_messages(sink, self.session_id, faults) if resume else None
         for msg in resume:
             self._add(msg)
-        started = self._started(model, agent, parent_session_id, source, metadata)
         self._recorder.emit(started)
-        if recorded is not None:
-            self._rewrite_lost(recorded)
-
-    def _rewrite_lost(self, recorded: int) -> None:
-        """Write again the resumed messages from ``recorded`` on: the earlier process appended
-        them, but its events were still buffered when it died (the sink never got them)."""
+        if recorded is None:
+            return
         key, capture = self._hash_key, self.capture
         for index in range(recorded, len(self.history)):
             msg = self.history[index]

@@ -192,10 +192,14 @@ def test_a_view_prepared_while_a_huge_result_is_in_and_its_sibling_runs_fits_the
     asked, log, late = _two_calls()
     session.extend([asked, log])
 
+    tiers = []
     for turn in range(3):  # every turn until the call returns
         view, record = session.prepare()
         check_view(session, view, record, f"turn {turn} mid-exchange")
         assert view[view.index(asked) + 2].content == MISSING_RESULT
+        tiers.append(record.tier)
+    # the log offloaded once is shown offloaded after: no Emergency on every turn
+    assert tiers == [CompactionTier.EMERGENCY, CompactionTier.NONE, CompactionTier.NONE]
     session.append(late)
     view, record = session.prepare()
     check_view(session, view, record, "after the late result")
