@@ -28,6 +28,7 @@ from compactor import (
     ToolCall,
     validate_history,
 )
+from compactor.offload import PLACEHOLDER_PREFIX
 from compactor.pairs import MISSING_RESULT
 from compactor.tiers import context_ratio
 from tests.compactor.builders import TASK, exchange
@@ -35,6 +36,7 @@ from tests.compactor.test_properties import Case, cases
 from tests.fuzzing import examples
 
 SESSION = "window-prop"
+PLACEHOLDER_LINE = re.compile(r"^\[offloaded: .+ \| \d+ lines / \d+ bytes\]$")
 IRREDUCIBLE = re.compile(r"what cannot be cut: system prompt [\d,]+ tokens, task [\d,]+ tokens")
 
 
@@ -49,6 +51,9 @@ def check_view(
     answered = {m.tool_call_id for m in session.history if m.is_tool_result}
     stand_ins = {m.tool_call_id for m in view if m.content == MISSING_RESULT}
     assert not stand_ins & answered, f"{context}: a result that arrived is shown missing"
+    for msg in view:  # the path of an offloaded result is never cut
+        if msg.content.startswith(PLACEHOLDER_PREFIX):
+            assert PLACEHOLDER_LINE.match(msg.content.split("\n", 1)[0]), context
     if "window_too_small" in record.error_codes:
         assert IRREDUCIBLE.search(record.error), context
         return
