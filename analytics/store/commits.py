@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import random
+import re
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +46,8 @@ Positions = dict[str, SpoolPosition]
 """Spool file name (as stored) -> how far it has been read, with the fingerprint there."""
 
 CONFLICT_RETRIES = 200
-"""How often a lake commit that lost a conflict is tried again before its error is raised."""
+"""How often a lake transaction that lost a conflict is tried again before its error is
+raised."""
 CONFLICT_WAIT_S = 0.005
 """The first wait after a lost conflict; it doubles (with jitter) up to ``CONFLICT_MAX_WAIT_S``."""
 CONFLICT_MAX_WAIT_S = 0.25
@@ -185,16 +187,43 @@ def commit_to_lake(
 
 
 def retry_conflicts(attempt: Callable[[], T]) -> T:
-    """``attempt()``, run again after a DuckLake commit conflict (a ``TransactionException``
-    at COMMIT: another writer committed first), with jittered exponential waits."""
+    """``attempt()``, run again after it lost a conflict with another writer (``conflicted``),
+    with jittered exponential waits; any other error is raised at once."""
     wait = CONFLICT_WAIT_S
     for _ in range(CONFLICT_RETRIES):
         try:
             return attempt()
-        except duckdb.TransactionException:
+        except duckdb.Error as exc:
+            if not conflicted(exc):
+                raise
             time.sleep(wait * (0.5 + random.random()))
             wait = min(wait * 2, CONFLICT_MAX_WAIT_S)
     return attempt()
+
+
+_POSTGRES_CONFLICTS = re.compile(
+    r"could not serialize access|deadlock detected|tuple concurrently (?:updated|deleted)"
+    r'|duplicate key value violates unique constraint "(?:pg|ducklake)_'
+    r"|Attempting to fetch from an unsuccessful query result"
+)
+"""What PostgreSQL says when a transaction of the catalog lost to a concurrent one: a
+serialization failure (SQLSTATE 40001, e.g. a ``CHECKPOINT`` deleting inlined rows another
+commit just changed), a deadlock (40P01), or a row two transactions inserted at once: one of
+PostgreSQL's own catalog (``pg_type``/``pg_class``: two creations of one table; DuckLake
+creates a table of inlined rows on the first small commit into each table) or one of
+DuckLake's (two snapshots of one number, once DuckLake's own retries ran out). DuckDB passes
+them on as a plain ``duckdb.Error`` quoting PostgreSQL's message, so the message is all there
+is to go by; a ``CHECKPOINT`` that lost one while fetching says only that the fetch failed
+(the last alternative), and running it again succeeds as well."""
+
+
+def conflicted(exc: duckdb.Error) -> bool:
+    """Whether ``exc`` is a lost conflict with another writer, which running the whole
+    transaction again resolves: DuckLake's own commit conflict (a ``TransactionException``)
+    or one of PostgreSQL's (``_POSTGRES_CONFLICTS``)."""
+    if isinstance(exc, duckdb.TransactionException):
+        return True
+    return _POSTGRES_CONFLICTS.search(str(exc)) is not None
 
 
 _NEW_QUARANTINE = """CREATE OR REPLACE TEMP TABLE batch_quarantine AS

@@ -73,8 +73,8 @@ def failure(path: Path, exc: duckdb.Error, doing: str, *, read_only: bool) -> St
     if reason is not None:
         return unwritable(path, reason)
     return StoreError(
-        f"{doing} on {path} failed ({first_line(exc)}); nothing was committed and the "
-        "spool is untouched: fix the cause and try again",
+        f"{doing} on {path} failed ({first_line(exc)}); it was rolled back and the spool is "
+        "untouched: fix the cause and try again",
         str(path),
     )
 

@@ -173,7 +173,10 @@ class EventStore:
         return self._positions(POSITIONS_SQL, [])
 
     def _positions(self, sql: str, params: list[str]) -> dict[str, SpoolPosition]:
-        rows = self.con.execute(sql, params).fetchall()
+        try:
+            rows = self.con.execute(sql, params).fetchall()
+        except duckdb.Error as exc:
+            raise self._failure(exc, "reading the spool offsets") from exc
         return {r[0]: SpoolPosition(int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
 
     def commit_batch(

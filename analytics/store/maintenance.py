@@ -40,14 +40,20 @@ class Maintenance:
     """How often it ran (periodic runs and the one at stop)."""
     seconds: float = 0.0
     """Time spent running it."""
+    retry_s: float = 60.0
+    """After a run that failed, the next is not due for this many seconds."""
     _since: float | None = field(default=None, repr=False)
     """``clock()`` at the first commit noted since the last run (None: none yet)."""
+    _not_before: float | None = field(default=None, repr=False)
+    """``clock()`` before which a run is not due, after one failed (None: no such wait)."""
 
     def __post_init__(self) -> None:
         if self.every_s is not None and self.every_s <= 0:
             raise ValueError(f"every_s must be positive or None, got {self.every_s}")
         if self.every_commits is not None and self.every_commits < 1:
             raise ValueError(f"every_commits must be at least 1 or None, got {self.every_commits}")
+        if not self.retry_s >= 0:
+            raise ValueError(f"retry_s must be zero or more, got {self.retry_s}")
 
     @classmethod
     def for_store(cls, store: EventStore) -> Maintenance:
@@ -68,6 +74,8 @@ class Maintenance:
         """Whether the periodic maintenance should run now."""
         if not self.pending:
             return False
+        if self._not_before is not None and self.clock() < self._not_before:
+            return False
         if self.every_commits is not None and self.pending >= self.every_commits:
             return True
         since = self._since
@@ -81,9 +89,16 @@ class Maintenance:
         store.checkpoint()
         self.ran(time.perf_counter() - started)
 
+    def failed(self) -> None:
+        """The store's maintenance just failed: not due again for ``retry_s`` seconds (the
+        commits it was due for stay pending), so that a failing run is not tried on every
+        pass."""
+        self._not_before = self.clock() + self.retry_s
+
     def ran(self, seconds: float = 0.0) -> None:
         """The store's maintenance just ran (here or in an ``ingest`` that checkpointed)."""
         self.pending = 0
         self._since = None
+        self._not_before = None
         self.runs += 1
         self.seconds += seconds

@@ -26,10 +26,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+import duckdb
+
+from analytics.errors import StoreError
 from analytics.store import EventBatch, EventStore, QuarantinedLine
 from analytics.store.batch import SpoolPosition
 from analytics.store.chunks import Job, Parsed, Part, parse_chunk
+from analytics.store.diagnosis import first_line
 from analytics.store.lines import parse_line as parse_line
+from analytics.store.location import redact
 from analytics.store.maintenance import Maintenance
 from analytics.store.spoolfiles import (
     TAIL_BYTES,
@@ -162,11 +167,18 @@ class Projector:
             jobs, skipped = self._plan(spool)
             total.files = len(jobs)
             if jobs:  # the usual poll has none: no thread pool, no switch interval change
-                self._run(spool, jobs, total, skipped, progress)
+                try:
+                    self._run(spool, jobs, total, skipped, progress)
+                except StoreError as exc:
+                    self.maintenance.note(total.commits)
+                    raise _so_far(exc, total) from exc
         total.skipped = self._news(skipped)
         self.maintenance.note(total.commits)
         if checkpoint and total.lines:
-            self.maintenance.run(self.store)
+            try:
+                self.maintenance.run(self.store)
+            except StoreError as exc:
+                raise _so_far(exc, total) from exc
             total.maintained += 1
         total.seconds = time.perf_counter() - started
         return total
@@ -322,10 +334,15 @@ class Projector:
 
     def maintain(self, *, stopping: bool = False) -> bool:
         """Run the store's maintenance if it is due (``stopping``: if anything was committed
-        since it last ran); whether it ran."""
+        since it last ran); whether it ran. A failed run is put off (``Maintenance.failed``)
+        and its ``StoreError`` raised."""
         if not (self.maintenance.pending if stopping else self.maintenance.due()):
             return False
-        self.maintenance.run(self.store)
+        try:
+            self.maintenance.run(self.store)
+        except StoreError:
+            self.maintenance.failed()
+            raise
         return True
 
     def watch(
@@ -334,20 +351,89 @@ class Projector:
         interval_s: float = 0.5,
         stop: threading.Event | None = None,
         on_result: Callable[[IngestResult], None] | None = None,
+        reconnect: Reconnect | None = None,
     ) -> IngestResult:
         """Ingest repeatedly until ``stop`` is set; a last ingest runs after it is set. The
         store's maintenance runs between passes when due, and at the end if anything was
         committed since it last ran. A file that cannot be read is skipped (said once) and
-        tried again on every pass."""
+        tried again on every pass. With ``reconnect``, a pass whose store failed (its server
+        gone, a maintenance run that failed) is told to ``reconnect.on_error``, the store is
+        opened again after a wait that grows while the failures last, and watching goes on;
+        a failure of the last pass, after ``stop``, is raised."""
         stop = stop or threading.Event()
         total = IngestResult()
+        failures = 0
+        closed = False
         while True:
             stopping = stop.is_set()
-            result = self.ingest(checkpoint=False)
-            result.maintained += self.maintain(stopping=stopping)
-            total.add(result)
+            try:
+                if closed and reconnect is not None:
+                    self.store = reconnect.reopen()
+                    closed = False
+                result = self._pass(stopping, total)
+            except (StoreError, duckdb.Error) as exc:
+                if reconnect is None or stopping:
+                    raise
+                failures += 1
+                wait = reconnect.wait_s(failures)
+                reconnect.on_error(_said(exc), wait)
+                if not closed:  # its connection may be dead: opened again before the next pass
+                    with contextlib.suppress(Exception):
+                        self.store.close()
+                    closed = True
+                stop.wait(wait)
+                continue
+            failures = 0
             if on_result is not None and (result.lines or result.quarantined or result.skipped):
                 on_result(result)
             if stopping:
                 return total
             stop.wait(interval_s)
+
+    def _pass(self, stopping: bool, total: IngestResult) -> IngestResult:
+        """One ingest and, when due, the maintenance; added to ``total`` as each is done (a
+        maintenance that fails after the ingest committed leaves the ingest counted)."""
+        result = self.ingest(checkpoint=False)
+        total.add(result)
+        maintained = self.maintain(stopping=stopping)
+        result.maintained += maintained
+        total.maintained += maintained
+        return result
+
+
+@dataclass
+class Reconnect:
+    """How a watching projector carries on after its store failed: ``reopen`` opens the store
+    again (its ``StoreError`` is one more failure), ``on_error`` is told what failed and how
+    long the projector waits before it tries again: ``first_s``, doubling with each failure in
+    a row, at most ``max_s``."""
+
+    reopen: Callable[[], EventStore]
+    on_error: Callable[[str, float], None] = lambda said, wait_s: None
+    first_s: float = 1.0
+    max_s: float = 30.0
+
+    def wait_s(self, failures: int) -> float:
+        """The wait after the ``failures``-th failure in a row."""
+        return min(self.first_s * 2.0 ** min(failures - 1, 32), self.max_s)
+
+
+def _so_far(exc: StoreError, done: IngestResult) -> StoreError:
+    """``exc`` (of its own class) saying what this ingest committed before it failed: a
+    failure after some commits is no "nothing was committed"."""
+    if done.commits:
+        so_far = (
+            f"Before that, this ingest committed {done.new_events:,} new events "
+            f"({done.lines:,} spool lines in {done.commits:,} commits): they are stored, and "
+            "the next ingest goes on after them."
+        )
+    else:
+        so_far = "This ingest committed nothing."
+    return type(exc)(f"{str(exc).rstrip('.')}. {so_far}", exc.path)
+
+
+def _said(exc: BaseException) -> str:
+    """What failed, in one line without any password (a ``StoreError`` says it already)."""
+    if isinstance(exc, StoreError):
+        return str(exc)
+    return f"{type(exc).__name__}: {redact(first_line(exc))}"
