@@ -9,19 +9,30 @@ meanwhile. Nothing here prints.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
+import typer
+
 from analytics.queries.stats import quarantined_since
-from analytics.store import DB_NAME, EventStore, Lake, QuarantinedLine, store_location
+from analytics.store import (
+    DB_NAME,
+    EventStore,
+    Lake,
+    LakeStore,
+    QuarantinedLine,
+    store_location,
+)
 from analytics.store.maintenance import Maintenance
-from analytics.store.projector import IngestResult, Progress, Projector
+from analytics.store.projector import IngestResult, Progress, Projector, Reconnect
 from analytics.store.rebuilding import rebuild
 
 PathArg = str | os.PathLike[str]
@@ -48,6 +59,21 @@ def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestRep
         return IngestReport(result, quarantined_since(store, started))
 
 
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 86_400.0
+
+
+def interval_seconds(value: float) -> float:
+    """``--interval``, checked: a finite number of seconds from ``MIN_INTERVAL_S`` to
+    ``MAX_INTERVAL_S`` (a day). ``inf`` made the watch's wait raise OverflowError and
+    ``nan`` slipped past a range check (every comparison with it is false)."""
+    if not (math.isfinite(value) and MIN_INTERVAL_S <= value <= MAX_INTERVAL_S):
+        raise typer.BadParameter(
+            f"{value:g} is not between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g} seconds"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class MaintenanceTimes:
     """When a watching projector runs the store's maintenance, as the command line says it:
@@ -72,24 +98,58 @@ def run_watch(
     on_result: Callable[[IngestResult], None] | None = None,
     on_ready: Callable[[], None] | None = None,
     maintenance: MaintenanceTimes | None = None,
+    on_error: Callable[[str, float], None] | None = None,
 ) -> IngestReport:
     """Project the spool every ``interval_s`` until SIGTERM or SIGINT, then once more; the
     store's maintenance runs as ``maintenance`` says (default: the store's policy).
+
+    On a lake, a pass that fails (PostgreSQL restarting or gone, a maintenance run that
+    failed) does not end the watch: ``on_error`` is told why and how long it waits, the lake
+    is opened again (``RECONNECT_FIRST_S``, doubling while it keeps failing, at most
+    ``RECONNECT_MAX_S``) and the events that waited in the spool meanwhile arrive. The local
+    file has one owner, this process, and a failure there ends the watch as before.
 
     The projector runs in a worker thread; the main thread only waits, so that a signal handler
     never runs while the main thread holds a lock the handler needs.
     """
     root = Path(home)
-    with EventStore.for_home(root) as store:
+    store = EventStore.for_home(root)
+    projector: Projector | None = None
+    try:
         started = dt.datetime.now(dt.UTC)
         policy = (maintenance or MaintenanceTimes()).policy(store)
         projector = Projector(store, root / "spool", maintenance=policy)
+        reconnect = (
+            Reconnect(
+                lambda: EventStore.for_home(root),
+                on_error or (lambda said, wait_s: None),
+                RECONNECT_FIRST_S,
+                RECONNECT_MAX_S,
+            )
+            if isinstance(store, LakeStore)
+            else None
+        )
         stop = threading.Event()
         with _stop_on_signals(stop):
             if on_ready is not None:
                 on_ready()
-            result = _watch_in_thread(projector, stop, interval_s, on_result)
-        return IngestReport(result, quarantined_since(store, started))
+            watch = partial(
+                projector.watch,
+                interval_s=interval_s,
+                stop=stop,
+                on_result=on_result,
+                reconnect=reconnect,
+            )
+            result = _in_thread(watch)
+        return IngestReport(result, quarantined_since(projector.store, started))
+    finally:
+        (projector.store if projector is not None else store).close()
+
+
+RECONNECT_FIRST_S = 1.0
+"""A watch on a lake whose pass failed waits this long before it opens the lake again ..."""
+RECONNECT_MAX_S = 30.0
+"""... twice as long after each failure in a row, at most this long."""
 
 
 @dataclass
@@ -98,17 +158,12 @@ class _Outcome:
     error: BaseException | None = None
 
 
-def _watch_in_thread(
-    projector: Projector,
-    stop: threading.Event,
-    interval_s: float,
-    on_result: Callable[[IngestResult], None] | None,
-) -> IngestResult:
+def _in_thread(watch: Callable[[], IngestResult]) -> IngestResult:
     outcome = _Outcome()
 
     def work() -> None:
         try:
-            outcome.result = projector.watch(interval_s=interval_s, stop=stop, on_result=on_result)
+            outcome.result = watch()
         except BaseException as exc:
             outcome.error = exc
 

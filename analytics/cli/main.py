@@ -38,7 +38,7 @@ from analytics.cli.common import app as app  # the console script's typer app
 from analytics.cli.demo import register as register_demo
 from analytics.cli.exports import register as register_exports
 from analytics.cli.hooks import register as register_hooks
-from analytics.cli.ingesting import MaintenanceTimes
+from analytics.cli.ingesting import MaintenanceTimes, interval_seconds
 from analytics.cli.inputs import split_issues
 from analytics.cli.ledger import register as register_ledger
 from analytics.cli.tables import (
@@ -260,6 +260,10 @@ def _print_batch(result: IngestResult) -> None:
         )
 
 
+def _print_watch_error(said: str, wait_s: float) -> None:
+    print_error(f"{said} (watching goes on: trying again in {wait_s:g}s)")
+
+
 def _print_skipped_spool(result: IngestResult) -> None:
     for line in result.skipped:
         err_console.print(f"skipped: {line}", soft_wrap=True, highlight=False, markup=False)
@@ -269,7 +273,10 @@ def _print_skipped_spool(result: IngestResult) -> None:
 def ingest(
     watch: Annotated[bool, typer.Option(help="Keep projecting until SIGTERM or Ctrl-C")] = False,
     interval: Annotated[
-        float, typer.Option(min=0.01, help="Seconds between projections with --watch")
+        float,
+        typer.Option(
+            min=0.01, callback=interval_seconds, help="Seconds between projections with --watch"
+        ),
     ] = 0.5,
     maintain_every: Annotated[
         float | None,
@@ -315,6 +322,7 @@ def ingest(
                 on_result=_print_batch,
                 on_ready=ready,
                 maintenance=MaintenanceTimes(maintain_every, maintain_commits),
+                on_error=_print_watch_error,
             )
         else:
             with RunProgress() as bars:
