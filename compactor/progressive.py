@@ -34,6 +34,7 @@ from compactor.events import (
     compaction_recorded,
     hash_key,
     offload_events,
+    redact_record,
 )
 from compactor.fallback import TokenBudgetCompactor
 from compactor.faults import FaultLog
@@ -434,7 +435,9 @@ class ProgressiveCompactor:
         record = outcome.record
         if record.effective and record.tier != CompactionTier.NONE and self.record_store:
             try:
-                self.record_store.append(record)
+                # metadata capture keeps content out of the record files as out of the events
+                full = self.capture == "full"
+                self.record_store.append(record if full else redact_record(record, self.hash_key))
             except Exception as exc:
                 self.record_store_errors += 1
                 self.faults.report("compaction record not persisted", exc)

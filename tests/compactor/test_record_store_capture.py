@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from analytics.replay.synthetic import generate_session
 from compactor import (
     CompactionOffloader,
@@ -26,12 +24,6 @@ from compactor.events import REDACTED
 MARKER = "ZQX-private-7731"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compactor/progressive.py (ProgressiveCompactor._finish) appends the unredacted "
-    "record; the fix is there (another helper's file): append redact_record(record, "
-    "self.hash_key) when self.capture != 'full'",
-)
 def test_metadata_capture_keeps_no_content_in_the_record_files(tmp_path: Path) -> None:
     msgs = [
         m.model_copy(update={"content": f"{m.content} {MARKER}"})
