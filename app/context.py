@@ -23,11 +23,9 @@ from analytics import (
     anchor_items_frame,
     audit_json,
     cohorts,
-    compaction_figures,
     compaction_turns,
     compaction_view,
     compactions_frame,
-    compression_by_tier,
     emergency_list,
     estimate_moves,
     fleet_stats,
@@ -53,6 +51,7 @@ from analytics import (
 )
 from app.owner import StoreOwner, current_home, release_owner, shared_owner
 from app.widgets import md_escape, not_found
+from app.words import cohort_value
 
 
 @st.cache_resource(show_spinner=False, on_release=release_owner)
@@ -117,11 +116,12 @@ def _silent_drops(store: EventStore, sid: str | None) -> pl.DataFrame:
 
 
 def _cohort_of(store: EventStore, key: str | None) -> pl.DataFrame:
-    """Each live session's value of cohort ``key`` (as ``stats --by`` groups them), as text
-    in a column named ``key``: what the sessions page shows and filters on."""
+    """Each live session's value of cohort ``key`` (as ``stats --by`` groups them), in words
+    (``cohort_value``: an import's window is "no window") in a column named ``key``: what
+    the sessions page shows and filters on."""
     name = key or "window"
     rows = [
-        {"session_id": sid, name: "–" if value[name] is None else str(value[name])}
+        {"session_id": sid, name: cohort_value(name, value[name])}
         for value, ids in cohorts(sessions_frame(store), [name])  # type: ignore[list-item]
         for sid in ids
     ]
@@ -136,7 +136,6 @@ READS: dict[str, Read] = {
     "native_sessions": lambda s, _: native_sessions(s),
     "audit": lambda s, sid: audit_json(s, sid),
     "summaries": lambda s, _: session_summaries(s),
-    "compression": lambda s, _: compression_by_tier(compaction_figures(s), sessions_frame(s)),
     "sessions": lambda s, sid: sessions_frame(s, _session_list(sid)),
     "compactions": lambda s, sid: compactions_frame(s, _session_list(sid)),
     "anchor_items": lambda s, sid: anchor_items_frame(s, _session_list(sid)),

@@ -13,7 +13,8 @@ import streamlit as st
 
 from analytics import redact_url
 from app.context import owner
-from app.widgets import md_escape
+from app.widgets import keep_query, md_escape
+from app.words import plural
 
 PAGES = [
     st.Page("views/overview.py", title="Overview", url_path="", default=True),
@@ -35,7 +36,7 @@ def _refresher(drawn_at: int) -> None:
     own = owner()
     if own.version != drawn_at:
         st.rerun(scope="app")
-    st.caption(f"store: {md_escape(str(own.home))} · {own.events:,} events")
+    st.caption(f"store: {md_escape(str(own.home))} · {plural(own.events, 'event')}")
     if own.last_error:
         st.error(md_escape(redact_url(own.last_error)))
 
@@ -43,6 +44,7 @@ def _refresher(drawn_at: int) -> None:
 def main() -> None:
     st.set_page_config(page_title="compactlens", layout="wide")
     page = st.navigation(PAGES)
+    keep_query()
     own = owner()
     with st.sidebar:
         _refresher(own.version)

@@ -23,6 +23,7 @@ import streamlit as st
 
 from analytics import config_toml, fix_words
 from app.widgets import md_escape
+from app.words import fix_text, plural
 
 CAUSE_TITLES = {
     "fixed_prompt": "The fixed prompt alone fills the window",
@@ -69,7 +70,7 @@ def show_group(group: Mapping[str, Any]) -> None:
     said = md_escape(str(group.get("explanation") or "No explanation was recorded."))
     st.markdown(f"**Turn {turn}**, the one shown below: {said}")
     fix = group["fix"]
-    st.markdown(f"**Fix:** {md_escape(str(fix['words']))}")
+    st.markdown(f"**Fix:** {md_escape(fix_text(str(fix['words'])))}")
     needed = group.get("window_needed")
     cols = st.columns(4)
     cols[0].metric(
@@ -92,7 +93,7 @@ def show_group(group: Mapping[str, Any]) -> None:
 
 def show_fix(item: Mapping[str, Any]) -> None:
     """The fix in words; the window needed when no config can avoid a fixed prompt."""
-    st.markdown(f"**Fix:** {md_escape(fix_words(item))}")
+    st.markdown(f"**Fix:** {md_escape(fix_text(fix_words(item)))}")
     needed = item.get("window_needed")
     if item.get("cause") == "fixed_prompt" and needed:
         st.metric(
@@ -143,7 +144,7 @@ def show_counterfactuals(item: Mapping[str, Any]) -> None:
         )
     else:
         smallest = item.get("smallest_change_detail") or item.get("smallest_change")
-        found = smallest or f"none of the {rows.height} changes tried"
+        found = smallest or f"none of the {plural(rows.height, 'change')} tried"
         st.markdown(f"Smallest change that avoids it: **{md_escape(str(found))}**")
     if rows.height:
         st.table(rows)

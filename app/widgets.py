@@ -37,6 +37,16 @@ def md_escape(text: str) -> str:
     return _MARKDOWN.sub(r"\\\1", text.replace("\n", " "))
 
 
+def keep_query() -> None:
+    """Write the query the page runs with back into the browser's address bar.
+
+    A link to the page already shown (the emergencies list to one session, a file of the
+    offloads page) runs the page with the link's query, but the browser keeps the old address:
+    the next click (a button) reruns with that old query, and a copied address shares the
+    old view. Sending the query back makes the address the view's, on every run."""
+    st.query_params.from_dict({key: st.query_params.get_all(key) for key in st.query_params})
+
+
 def param(name: str) -> str | None:
     value = st.query_params.get(name)
     return str(value) if value else None
@@ -71,6 +81,38 @@ def pick(
     if value is None:
         return None
     st.query_params[name] = value
+    return str(value)
+
+
+def url_choice(
+    name: str,
+    options: Sequence[str],
+    label: str,
+    *,
+    default: str,
+    words: Mapping[str, str] | None = None,
+) -> str:
+    """A picker whose choice is query parameter ``name``: the URL's value when it is one of
+    ``options`` (a shared link opens on it), else ``default``, which the URL leaves out.
+    A choice writes the URL before the page reruns; ``words`` say what each option is."""
+    asked = param(name)
+    st.session_state[name] = asked if asked in options else default
+
+    def _keep() -> None:
+        chosen = str(st.session_state[name])
+        if chosen == default:
+            st.query_params.pop(name, None)
+        else:
+            st.query_params[name] = chosen
+
+    shown = words or {}
+    value = st.selectbox(
+        label,
+        list(options),
+        key=name,
+        on_change=_keep,
+        format_func=lambda option: shown.get(option, option),
+    )
     return str(value)
 
 

@@ -13,13 +13,61 @@ from typing import Any
 
 import polars as pl
 
+from analytics import fix_words
 from app.widgets import md_escape
 
 REPLAY = "Replay a transcript at a smaller window: compactlens replay PATH --window 8000"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` in agreement: "1 session", "2 sessions", "1 emergency",
+    "3 emergencies" (``many``: the plural when it is not ``word`` + s)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+CLI_NOT_COMPUTED = fix_words({"counterfactual_status": "not computed"})
+"""What the command line says of counterfactuals not computed: it names its own flag."""
+APP_NOT_COMPUTED = "not computed yet (the “compute counterfactuals” button on this page runs them)"
+
+
+COHORT_WORDS = {
+    "agent": "agent (the harness or agent that ran it)",
+    "harness": "harness (Claude Code, Codex, OpenHands: their own compaction)",
+    "model": "model",
+    "window": "window (the context window it ran at)",
+    "config": "config (the compactor's settings, by hash)",
+    "source": "source (replayed here, imported as it ran, or live from an agent)",
+}
+"""What each cohort key (``stats --by``) groups sessions by, as a picker offers it."""
+SOURCE_WORDS = {
+    "replay": "replayed by compactlens",
+    "import": "imported (the harness's own run)",
+    "live": "live (recorded by an agent)",
+}
+
+
+def cohort_value(name: str, value: Any) -> str:
+    """One cohort's value of key ``name`` in words: an import's window (none, stored as 0) is
+    "no window", a window is a number of tokens, a source says what it is."""
+    if name == "window":
+        return "no window (imported as it ran)" if not value else f"window {int(value):,}"
+    if value is None or value == "":
+        return f"{name} unknown"
+    if name == "source":
+        return SOURCE_WORDS.get(str(value), f"source {value}")
+    return f"{name} {value}"
+
+
+def cohort_label(key: Mapping[str, Any]) -> str:
+    """A cohort (``stats --by``'s group ``key``: name → value) in words."""
+    return ", ".join(cohort_value(name, value) for name, value in key.items()) or "all sessions"
+
+
+def fix_text(words: str) -> str:
+    """A fix in words (``fix_words``, a group's ``fix.words``) as the app says it: where the
+    command line names the flag that computes the counterfactuals, the page names its own
+    button."""
+    return APP_NOT_COMPUTED if words == CLI_NOT_COMPUTED else words
 
 
 def empty_reason(cover: Mapping[str, Any], scope: str) -> str:
@@ -39,25 +87,25 @@ def empty_reason(cover: Mapping[str, Any], scope: str) -> str:
         )
     if summarising == 0:
         return (
-            f"{scope.capitalize()} has {_plural(int(cover['compactions']), 'compaction')}, none "
+            f"{scope.capitalize()} has {plural(int(cover['compactions']), 'compaction')}, none "
             f"Soft or Full (Warn offloads {cover['warn']:,}, Emergency truncations "
             f"{cover['emergency']:,}): only Soft and Full compactions write a summary with "
             f"anchors. {REPLAY}"
         )
     if cover["fell_back"] >= summarising:
         return (
-            f"Every one of the {_plural(summarising, 'Soft/Full compaction')} in {scope} fell "
+            f"Every one of the {plural(summarising, 'Soft/Full compaction')} in {scope} fell "
             "back to trimming without a summary (most often: "
             f"“{cover['fell_back_error'] or 'no error recorded'}”), so none carries anchors. "
             "An LLM summariser, or a larger window, leaves room for a summary."
         )
     if not cover["with_items"]:
         return (
-            f"The {_plural(summarising, 'summary')} in {scope} carry no anchor items: every "
-            "anchor was N/A."
+            f"The {plural(summarising, 'summary', 'summaries')} in {scope} carry no anchor "
+            "items: every anchor was N/A."
         )
     return (
-        f"Only {_plural(int(cover['with_items']), 'compaction')} in {scope} carries anchor "
+        f"Only {plural(int(cover['with_items']), 'compaction')} in {scope} carries anchor "
         "items: survival follows items from one compaction to the next, so it needs two."
     )
 

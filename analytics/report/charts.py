@@ -12,6 +12,7 @@ tuning strategies); these functions only draw them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
@@ -194,6 +195,37 @@ def compression_figure(compression: pl.DataFrame) -> go.Figure:
     return _layout(
         fig, "Compression ratio by tier (lower is smaller)", "tier", "ratio (tokens after / before)"
     )
+
+
+def compression_rows(compression: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """The ``compression`` object of ``stats --json`` (tier name → percentiles) as the rows
+    ``compression_figure`` draws, in tier order."""
+    order = {name: i for i, name in enumerate(TIERS, start=1)}
+    rows = [
+        {"tier": order[name], "tier_name": name, **{k: figures.get(k) for k in _RATIOS}}
+        for name, figures in compression.items()
+        if name in order
+    ]
+    schema = {"tier": pl.Int64, "tier_name": pl.String, **dict.fromkeys(_RATIOS, pl.Float64)}
+    return pl.DataFrame(rows, schema=schema).sort("tier")
+
+
+_RATIOS = ("ratio_p50", "ratio_p90", "ratio_p99")
+
+
+def survival_rows(retention: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """The ``anchor_retention`` object of ``stats --json`` (anchor type → shares) as the rows
+    ``survival_figure`` draws."""
+    rows = [
+        {
+            "anchor_type": name,
+            "survival_next": shares.get("survival_next"),
+            "survival_last": shares.get("survival_last"),
+        }
+        for name, shares in retention.items()
+    ]
+    schema = {"anchor_type": pl.String, "survival_next": pl.Float64, "survival_last": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
 
 
 def survival_figure(survival: pl.DataFrame, title: str = "Anchor survival") -> go.Figure:

@@ -26,8 +26,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from analytics.jobs.postmortem_groups import sampled_groups
 from analytics.queries.audit import audit_json
 from analytics.queries.findings import postmortem_json, retention_json
@@ -37,12 +35,13 @@ from analytics.queries.stats import CohortKey, cohorts, fleet_stats
 from analytics.report.charts import (
     billing_figure,
     compression_figure,
+    compression_rows,
     lead_ups_figure,
     survival_figure,
+    survival_rows,
     tier_counts_figure,
 )
 from analytics.store import EventStore
-from compactor import CompactionTier
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
@@ -112,22 +111,6 @@ def _fmt(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
-
-
-def _compression_rows(stats: dict[str, Any]) -> pl.DataFrame:
-    """The ``compression`` object of ``stats`` as ``compression_by_tier`` rows."""
-    rows = [
-        {"tier": int(CompactionTier[name]), "tier_name": name, **figures}
-        for name, figures in stats["compression"].items()
-    ]
-    return pl.DataFrame(rows) if rows else pl.DataFrame(schema={"tier": pl.Int64})
-
-
-def _survival_rows(stats: dict[str, Any]) -> pl.DataFrame:
-    """The ``anchor_retention`` object of ``stats`` as ``anchor_survival`` rows."""
-    return pl.DataFrame(
-        [{"anchor_type": kind, **shares} for kind, shares in stats["anchor_retention"].items()]
-    )
 
 
 def _table(headers: tuple[str, ...], rows: Sequence[tuple[object, ...]], empty: str) -> str:
@@ -320,9 +303,11 @@ def write_report(
     sample = sampled_groups(found["groups"], SAMPLED_SESSIONS)
     figures = [
         tier_counts_figure(stats["compactions"]["by_tier"]),
-        compression_figure(_compression_rows(stats)),
+        compression_figure(compression_rows(stats["compression"])),
         billing_figure(job_table(store, "job_session_timeline")),
-        survival_figure(_survival_rows(stats), "Anchor item survival, whole fleet"),
+        survival_figure(
+            survival_rows(stats["anchor_retention"]), "Anchor item survival, whole fleet"
+        ),
         lead_ups_figure(
             job_table(store, "job_lead_up"),
             emergencies=job_table(store, "job_emergencies"),

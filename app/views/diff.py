@@ -18,7 +18,7 @@ import streamlit as st
 from analytics import ANCHOR_ORDER
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, link, marker_label, not_found, paginate, pick
-from app.words import table_text
+from app.words import plural, table_text
 
 STATUS_COLOURS = {
     "system": "gray",
@@ -52,7 +52,7 @@ def _side(column: Any, views: pl.DataFrame, side: str) -> None:
     with column:
         counts = rows.group_by("status").len().sort("status")
         summary = ", ".join(f"{n} {s}" for s, n in counts.iter_rows())
-        st.subheader(f"{side.capitalize()}: {rows.height} messages")
+        st.subheader(f"{side.capitalize()}: {plural(rows.height, 'message')}")
         st.caption(summary)
         for row in paginate(rows, f"{side}_page", page_size=30).iter_rows(named=True):
             with st.container(border=True):
@@ -132,7 +132,7 @@ def render() -> None:
     st.caption(f"compaction {cid}")
     st.markdown(
         f"**{record['tier_name']}** · {record['tokens_before']:,} → {record['tokens_after']:,} "
-        f"tokens · {record['msgs_before']} → {record['msgs_after']} messages"
+        f"tokens · {record['msgs_before']:,} → {plural(record['msgs_after'], 'message')}"
     )
     if record["effective"] is False:
         st.caption(

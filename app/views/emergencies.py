@@ -22,7 +22,7 @@ from analytics import COUNTERFACTUAL_JOB, THRESHOLDS, fix_words, lead_up_figure
 from app.context import frame, known_session, owner, read, session_ids
 from app.postmortem import CAUSE_TITLES, show_counterfactuals, show_group
 from app.widgets import EMPTY_STORE, link, md_escape, paginate, param
-from app.words import table_text
+from app.words import fix_text, plural, table_text
 
 NONE_YET = (
     "No emergency in this store: no context reached the Emergency threshold. A small window "
@@ -35,7 +35,9 @@ def _fleet() -> None:
     if rows.height == 0:
         st.success(NONE_YET)
         return
-    st.caption(f"{rows.height:,} emergencies (newest first; at most 1,000 listed)")
+    st.caption(
+        f"{plural(rows.height, 'emergency', 'emergencies')} (newest first; at most 1,000 listed)"
+    )
     for row in paginate(rows, "emergencies_page", page_size=25).iter_rows(named=True):
         cause = CAUSE_TITLES.get(str(row.get("cause")), "cause not computed yet").lower()
         label = (
@@ -81,7 +83,7 @@ def _members(group: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> pl.Data
     rows = [
         {
             "turn": p.get("turn"),
-            "fix": fix_words(p),
+            "fix": fix_text(fix_words(p)),
             "messages dropped": (p.get("dropped") or {}).get("messages"),
             "tokens dropped": (p.get("dropped") or {}).get("tokens"),
             "compaction": str(cid),
@@ -127,7 +129,7 @@ def _group(
         st.markdown(f"**Counterfactuals of turn {rep['turn']}** (config changes replayed)")
         show_counterfactuals(rep)
     if group["count"] > 1:
-        with st.expander(f"all {group['count']:,} emergencies of this group"):
+        with st.expander(f"all {group['count']:,} emergencies of this group"):  # count > 1
             st.dataframe(_members(group, by_id), hide_index=True)
 
 
@@ -152,8 +154,8 @@ def render() -> None:
         return
     groups = found["groups"]
     st.caption(
-        f"{len(items):,} emergenc{'y' if len(items) == 1 else 'ies'} in {len(groups):,} "
-        f"group{'s' * (len(groups) != 1)} by cause. Each group shows one of its emergencies "
+        f"{plural(len(items), 'emergency', 'emergencies')} in {plural(len(groups), 'group')} "
+        "by cause. Each group shows one of its emergencies "
         "(the first with a verified fix, else the first): its sentence, lead-up and fix; the "
         "list under it holds every one."
     )

@@ -17,6 +17,7 @@ import streamlit as st
 
 from app.context import frame, known_session, read
 from app.widgets import link, pick
+from app.words import plural
 
 HOW_TO_IMPORT = (
     "No compaction made by a harness itself in this store yet. Import a transcript that holds "
@@ -89,7 +90,9 @@ def render() -> None:
     st.title("Harness compactions")
     native = frame("native_sessions")
     labels = {
-        str(r["session_id"]): f"{r['session_id']} · {r['harness']} · {r['compactions']} compactions"
+        str(
+            r["session_id"]
+        ): f"{r['session_id']} · {r['harness']} · {plural(r['compactions'], 'compaction')}"
         for r in native.iter_rows(named=True)
     }
     sid = pick("session", list(labels), "session", empty=HOW_TO_IMPORT, labels=labels)

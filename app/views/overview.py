@@ -1,14 +1,17 @@
-"""Overview (``/``): the fleet's headline figures from ``fleet_stats`` and three charts.
+"""Overview (``/[?by=KEY&cohort=NAME]``): headline figures from ``fleet_stats`` and three charts,
+of the whole fleet or of one cohort.
 
 Sessions, turns, compactions per tier, emergencies split into truncations and offload-only,
 tokens billed against the uncompacted history, the cost block (total and uncompacted in the
 profile's currency, the share saved, each tier's saving, cut and net effect, each price
-profile), compression by tier and anchor survival; a cohort picker sets the same headline
-figures side by side for each group ``stats --by`` makes. What truncations cut is shown as cut,
-on its own line, never as saved; an uncompacted history that would not have fit the window is
-"not possible", not a price to compare with; sessions whose compaction cost more than not
-compacting get a warning with links to their timelines. It shows ``analytics``' figures as they
-are; it computes none.
+profile), compression by tier and anchor survival. The sessions are split as ``stats --by``
+splits them (by agent unless the URL says otherwise); choosing a cohort draws every figure and
+chart from that cohort's ``stats`` object, and a table sets all cohorts' headline figures side
+by side, numbers formatted. Both choices are in the URL, so the view can be shared. What
+truncations cut is shown as cut, on its own line, never as saved; an uncompacted history that
+would not have fit the window is "not possible", not a price to compare with; sessions whose
+compaction cost more than not compacting get a warning with links to their timelines. It shows
+``analytics``' figures as they are; it computes none.
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from analytics import COHORT_KEYS, compression_figure, survival_figure, tier_counts_figure
-from app.context import frame, read
-from app.widgets import EMPTY_STORE, link, md_escape
-from app.words import table_text
+from analytics import (
+    COHORT_KEYS,
+    compression_figure,
+    compression_rows,
+    survival_figure,
+    survival_rows,
+    tier_counts_figure,
+)
+from app.context import read
+from app.widgets import EMPTY_STORE, link, md_escape, url_choice
+from app.words import COHORT_WORDS, cohort_label, plural, table_text
 
 
 def _share(value: float | None) -> str:
@@ -38,8 +48,8 @@ def _metrics(stats: dict[str, Any]) -> None:
     cols[3].metric(
         "emergencies",
         f"{emergency.get('emergencies', stats['compactions']['by_tier'].get('EMERGENCY', 0)):,}",
-        help=f"truncations {emergency.get('truncations', 0)}, "
-        f"offload-only {emergency.get('offload_only', 0)}",
+        help=f"truncations {emergency.get('truncations', 0):,}, "
+        f"offload-only {emergency.get('offload_only', 0):,}",
     )
     cols[4].metric(
         "tokens saved",
@@ -109,7 +119,8 @@ def _cost(stats: dict[str, Any]) -> None:
         share = abs(fits["saved_share"]) if fits["saved_share"] is not None else None
         effect = "saved" if saved >= 0 else "cost more by"
         st.caption(
-            f"Where the uncompacted history would have fit ({fits['sessions']:,} sessions), "
+            "Where the uncompacted history would have fit "
+            f"({plural(fits['sessions'], 'session')}), "
             f"compaction {effect} {_share(share)} ({_money(abs(saved), md_escape(currency))})."
         )
     tiers = [
@@ -158,61 +169,86 @@ def _net_negative(cost: dict[str, Any], shown: int = 5) -> None:
 
 
 def _headline(key: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
-    """One cohort's headline figures, as the overview shows them for the whole store."""
+    """One cohort's headline figures, as the overview shows them for the whole store: counts
+    with thousands separators, shares as percentages, money in its currency."""
     cost, tokens = stats.get("cost") or {}, stats.get("tokens") or {}
     currency = str(cost.get("currency", ""))
     return {
-        "cohort": ", ".join(f"{k} {'–' if v is None else v}" for k, v in key.items()),
-        "sessions": stats["sessions"],
-        "turns": stats["turns"],
-        "compactions": stats["compactions"]["total"],
-        "emergencies": stats["compactions"]["by_tier"].get("EMERGENCY", 0),
-        "tokens billed": tokens.get("billed", 0),
+        "cohort": cohort_label(key),
+        "sessions": f"{stats['sessions']:,}",
+        "turns": f"{stats['turns']:,}",
+        "compactions": f"{stats['compactions']['total']:,}",
+        "emergencies": f"{stats['compactions']['by_tier'].get('EMERGENCY', 0):,}",
+        "tokens billed": f"{tokens.get('billed', 0):,}",
         "tokens saved": _share(tokens.get("saved_share")),
         "cost": _money(cost.get("total"), currency),
         "cost uncompacted": _money(cost.get("uncompacted"), currency)
         if cost.get("uncompacted_feasible", True)
         else "not possible",
         "cost saved": _share(cost.get("saved_share")),
-        "compaction cost more": len(cost.get("net_negative_sessions") or []),
+        "compaction cost more": f"{len(cost.get('net_negative_sessions') or []):,}",
     }
 
 
-def _cohorts() -> None:
+DEFAULT_SPLIT = "agent"
+"""The split people see first: by the agent that ran each session (``source`` is how a
+session reached the store, which is not what "which agent" asks)."""
+WHOLE_FLEET = "whole fleet"
+
+
+def _scope(fleet: dict[str, Any]) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """The figures the page shows (the whole fleet's, or one cohort's), their name, and every
+    cohort of the split. The split (``by``) and the cohort are the URL's, so a view of one
+    cohort can be shared."""
+    keys = [str(k) for k in COHORT_KEYS]
+    by = url_choice("by", keys, "split the sessions by", default=DEFAULT_SPLIT, words=COHORT_WORDS)
+    groups: list[dict[str, Any]] = read("fleet_by", by).get("groups", [])
+    labels = {cohort_label(g["key"]): g for g in groups}
+    chosen = url_choice("cohort", [WHOLE_FLEET, *labels], "show", default=WHOLE_FLEET)
+    if chosen == WHOLE_FLEET:
+        return fleet, WHOLE_FLEET, groups
+    return labels[chosen]["stats"], chosen, groups
+
+
+def _cohorts(groups: list[dict[str, Any]]) -> None:
+    """Every cohort of the split, its headline figures side by side."""
     st.subheader("Cohorts side by side")
-    by = st.selectbox(
-        "compare sessions by", list(COHORT_KEYS), index=None, placeholder="choose one", key="by"
-    )
-    if by is None:
-        st.caption("Choose how to group the sessions (as `compactlens stats --by` does).")
+    if not groups:
         return
-    groups = read("fleet_by", str(by)).get("groups", [])
-    st.caption(f"{len(groups):,} cohorts by {by}")
-    st.dataframe(pl.DataFrame([_headline(g["key"], g["stats"]) for g in groups]), hide_index=True)
+    st.caption(
+        f"{plural(len(groups), 'cohort')}, as `compactlens stats --by` groups them; choose one "
+        "above to see its own figures and charts."
+    )
+    rows = [_headline(g["key"], g["stats"]) for g in groups]
+    st.table(table_text(pl.DataFrame(rows), "cohort"))
 
 
-def _survival(stats: dict[str, Any]) -> pl.DataFrame:
-    rows = [
-        {"anchor_type": name, **figures}
-        for name, figures in stats.get("anchor_retention", {}).items()
-    ]
-    schema = {"anchor_type": pl.String, "survival_next": pl.Float64, "survival_last": pl.Float64}
-    return pl.DataFrame(rows, schema=schema)
+def _charts(stats: dict[str, Any], name: str) -> None:
+    """The chosen scope's compactions per tier, compression ratios and anchor survival."""
+    left, right = st.columns(2)
+    left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]), key="tiers")
+    ratios = compression_rows(stats.get("compression") or {})
+    right.plotly_chart(compression_figure(ratios), key="ratios")
+    survival = survival_rows(stats.get("anchor_retention") or {})
+    st.plotly_chart(survival_figure(survival, f"Anchor survival, {name}"), key="survival")
 
 
 def render() -> None:
     st.title("compactlens")
-    stats: dict[str, Any] = read("fleet")
-    if not stats["sessions"]:
+    fleet: dict[str, Any] = read("fleet")
+    if not fleet["sessions"]:
         st.info(EMPTY_STORE)
         return
+    stats, name, groups = _scope(fleet)
+    if name != WHOLE_FLEET:
+        st.caption(
+            f"{md_escape(name)}: {plural(stats['sessions'], 'session')} of "
+            f"{fleet['sessions']:,}; every figure and chart below is this cohort's."
+        )
     _metrics(stats)
     _cost(stats)
-    _cohorts()
-    left, right = st.columns(2)
-    left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]))
-    right.plotly_chart(compression_figure(frame("compression")))
-    st.plotly_chart(survival_figure(_survival(stats), "Anchor survival, whole fleet"))
+    _charts(stats, name)
+    _cohorts(groups)
     st.subheader("Where to go next")
     link("sessions", "Browse sessions")
     link("emergencies", "Emergency post-mortems")

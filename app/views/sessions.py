@@ -14,6 +14,7 @@ import streamlit as st
 from analytics import COHORT_KEYS
 from app.context import frame
 from app.widgets import EMPTY_STORE, link, paginate
+from app.words import COHORT_WORDS, plural
 
 SORTS = {
     "newest first": ("started_at", True),
@@ -45,7 +46,12 @@ def _filtered(rows: pl.DataFrame) -> pl.DataFrame:
 def _by_cohort(rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` with the chosen cohort as a column, limited to one of its groups if chosen."""
     left, right = st.columns(2)
-    by = left.selectbox("cohort", ["none", *COHORT_KEYS], key="cohort_by")
+    by = left.selectbox(
+        "cohort",
+        ["none", *COHORT_KEYS],
+        key="cohort_by",
+        format_func=lambda k: COHORT_WORDS.get(str(k), str(k)),
+    )
     if by == "none":
         return rows
     name = str(by)
@@ -62,7 +68,7 @@ def render() -> None:
         st.info(EMPTY_STORE)
         return
     shown = _filtered(rows)
-    st.caption(f"{shown.height:,} of {rows.height:,} sessions")
+    st.caption(f"{shown.height:,} of {plural(rows.height, 'session')}")
     if shown.height == 0:
         st.info("No session matches these filters: clear the text or choose 'all'.")
         return
@@ -75,15 +81,20 @@ def render() -> None:
         with cols[0]:
             link(
                 "timeline",
-                f"{sid} — {row['turns']} turns, {row['compactions']} compactions",
+                f"{sid} — {plural(row['turns'], 'turn')}, "
+                f"{plural(row['compactions'], 'compaction')}",
                 session=sid,
             )
         with cols[1]:
             if row["emergencies"]:
-                link("emergencies", f"{row['emergencies']} emergencies", session=sid)
+                link(
+                    "emergencies",
+                    plural(row["emergencies"], "emergency", "emergencies"),
+                    session=sid,
+                )
         with cols[2]:
             if row["offloads"]:
-                link("offloads", f"{row['offloads']} offloaded files", session=sid)
+                link("offloads", plural(row["offloads"], "offloaded file"), session=sid)
 
 
 render()

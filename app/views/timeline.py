@@ -21,7 +21,7 @@ import streamlit as st
 from analytics import THRESHOLDS, timeline_figure, turn_cost_figure
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, PAGE_FILES, link, marker_label, paginate, pick
-from app.words import missing_history_sentence, move_sentence
+from app.words import missing_history_sentence, move_sentence, plural
 
 MAX_NOTES = 5  # arrows on the chart; every move is still said under it
 
@@ -75,7 +75,8 @@ def _costs(sid: str) -> None:
     total = float(priced.get_column("cost").sum())
     st.plotly_chart(turn_cost_figure(priced, currency), key="cost_chart")
     st.caption(
-        f"price profile {profile} · cost {total:,.4f} {currency} over {priced.height:,} turns "
+        f"price profile {profile} · cost {total:,.4f} {currency} over "
+        f"{plural(priced.height, 'turn')} "
         "· bars: predicted prompt tokens; crosses: the cache reads the provider reported"
     )
 
@@ -106,7 +107,7 @@ def render() -> None:
         thresholds=thresholds,
         window=window,
         reserve=reserve,
-        title=f"Context tokens per turn ({turns.height:,} turns, window {window:,})",
+        title=f"Context tokens per turn ({plural(turns.height, 'turn')}, window {window:,})",
         notes=_notes(moves) if moves.height else None,
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="timeline_chart")

@@ -36,6 +36,7 @@ from app import tuning_job
 from app.context import home, read
 from app.owner import allowed_roots
 from app.widgets import md_escape, param
+from app.words import plural
 
 HOW = (
     "No tuning run in this store yet. Start a small one below, or from the command line: "
@@ -85,7 +86,7 @@ def _recommendation(summary: dict[str, Any]) -> None:
 
 def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
     run_id, window = str(run["run_id"]), int(str(run["window"]))
-    st.text(f"run {run_id} · window {window:,} · {run['sessions']} sessions")
+    st.text(f"run {run_id} · window {window:,} · {plural(int(str(run['sessions'])), 'session')}")
     summary = load_summary(home(), run_id)
     if summary is not None and summary.get("strategies"):
         table = tuning_job.summary_table(summary)
@@ -139,8 +140,12 @@ def _progress(job: tuning_job.TuningJob) -> None:
         done, total = (progress.done, progress.total) if progress else (0, 1)
         best = f", best so far {progress.best_name}" if progress and progress.best_name else ""
         eta = f", about {progress.eta_s:.0f} s left" if progress and progress.eta_s else ""
-        sessions = f" on {progress.sessions:,} sessions" if progress and progress.sessions else ""
-        st.progress(done / max(total, 1), text=f"{done} of {total} trials{sessions}{best}{eta}")
+        sessions = (
+            f" on {plural(progress.sessions, 'session')}" if progress and progress.sessions else ""
+        )
+        st.progress(
+            done / max(total, 1), text=f"{done} of {plural(total, 'trial')}{sessions}{best}{eta}"
+        )
         return
     if job.error:
         st.error(f"The tuning run failed: {md_escape(job.error)}")
@@ -178,9 +183,10 @@ def _sessions_in(paths: tuple[str, ...], home_dir: str) -> int | None:
 
 def _sample_words(chosen: list[str], stored: int) -> str:
     n = _sessions_in(tuple(chosen), str(home()))
-    sessions = f"{n:,} sessions" if n is not None else "the sessions"
+    sessions = plural(n, "session") if n is not None else "the sessions"
     return (
-        f"This run will replay {sessions} from {len(chosen)} of the {stored} transcript files "
+        f"This run will replay {sessions} from {len(chosen)} of the "
+        f"{plural(stored, 'transcript file')} "
         "in this store (a small sample, from the smaller ones; edit the list to choose others) "
         "under each strategy and configuration."
     )

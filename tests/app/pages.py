@@ -8,7 +8,9 @@ names (see ``conftest.fixture_home``).
 
 from __future__ import annotations
 
+import re
 import urllib.parse
+from collections.abc import Iterable
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -16,6 +18,13 @@ from streamlit.testing.v1 import AppTest
 from tests.app.fixtures import FixtureHome
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+PLURAL_NOUNS = (
+    "sessions|emergencies|compactions|turns|messages|groups|cohorts|trials|events|files|"
+    "changes|summaries|items"
+)
+ONE_PLURAL = re.compile(rf"(?<![\d,.])1 (?:{PLURAL_NOUNS})\b")
+FLEET_PAGES = ("overview", "sessions", "emergencies", "retention", "harness", "tuning")
+SESSION_PAGES = ("timeline", "emergencies", "offloads", "retention", "diff", "harness")
 
 
 def open_page(page: str, **params: str) -> AppTest:
@@ -50,3 +59,15 @@ def link_params(at: AppTest, contains: str) -> dict[str, str]:
 
 def session_with(home: FixtureHome, prefix: str) -> str:
     return next(s for s in home.sessions if s.startswith(prefix))
+
+
+def plural_slips(sessions: Iterable[str]) -> list[str]:
+    """Every "1 <plural noun>" ("1 emergencies", "(1 sessions)") on the fleet pages and on
+    each session page of ``sessions``, as page, parameters and the words."""
+    opened: list[tuple[str, dict[str, str]]] = [(page, {}) for page in FLEET_PAGES]
+    opened += [(page, {"session": sid}) for sid in sessions for page in SESSION_PAGES]
+    said: list[str] = []
+    for page, params in opened:
+        text = shown(open_page(page, **params)).replace("\\", "")
+        said += [f"{page} {params}: {m[0]}" for m in ONE_PLURAL.finditer(text)]
+    return said

@@ -406,3 +406,60 @@ def test_the_harness_compactions_page_shows_each_compaction_and_links_its_diff(
         assert not exception_boxes(served.driver)
     finally:
         stop_app(process)
+
+
+def _query(driver: WebDriver) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(driver.current_url).query))
+
+
+def test_counterfactuals_computed_from_a_session_opened_in_the_list_stay_on_its_page(
+    served: Served,
+) -> None:
+    sid = served.session("1af7fc5e")
+    served.open("/emergencies")
+    page_text(served.driver, "newest first")
+
+    click_until(
+        served.driver,
+        f"//a[contains(., '{sid[:8]}')]",
+        lambda: _query(served.driver).get("session") == sid,
+        "the session in the URL",
+    )
+    page_text(served.driver, "the one shown below", "Not computed yet")
+    click_until(
+        served.driver,
+        "//button[.//p[text()='compute counterfactuals']]",
+        lambda: "Counterfactuals of turn" in body_text(served.driver),
+        "the counterfactuals on the session's page",
+    )
+
+    text = page_text(served.driver, "Counterfactuals of turn")
+    assert _query(served.driver) == {"session": sid}
+    assert sid in text and "newest first" not in text and "Not computed yet" not in text
+    assert not exception_boxes(served.driver)
+
+
+def test_an_offloaded_file_link_pasted_into_a_new_browser_opens_that_file(
+    served: Served, tmp_path: Path
+) -> None:
+    served.open("/offloads", session=served.fixture.hostile)
+    page_text(served.driver, "call_0.txt")
+
+    click_until(
+        served.driver,
+        "//a[contains(., 'call_0.txt')]",
+        lambda: "file" in _query(served.driver),
+        "the file in the URL",
+    )
+    shared = served.driver.current_url
+    assert _query(served.driver)["file"].endswith("/call_0.txt")
+    assert _query(served.driver)["session"] == served.fixture.hostile
+
+    other = start_browser(tmp_path / "another-profile")  # nothing shared but the URL
+    try:
+        other.get(shared)
+        text = page_text(other, "Preview", "call_0.txt", "filler line")
+        assert "download" in text
+        assert not exception_boxes(other)
+    finally:
+        other.quit()

@@ -109,15 +109,15 @@ def test_the_overview_sets_cohorts_side_by_side_as_stats_by_window(
     at.selectbox(key="by").select("window").run()
 
     assert not at.exception
-    (table,) = [d.value for d in at.dataframe if "cohort" in d.value.columns]
+    (table,) = [t.value for t in at.table if "cohort" in t.value.columns]
     rows = table.to_dict("records")
-    assert [r["cohort"] for r in rows] == [f"window {g['key']['window']}" for g in groups]
-    for row, group in zip(rows, groups, strict=True):
+    assert [r["cohort"] for r in rows] == [f"window {g['key']['window']:,}" for g in groups]
+    for row, group in zip(rows, groups, strict=True):  # the numbers formatted
         stats: dict[str, Any] = group["stats"]
-        assert row["sessions"] == stats["sessions"]
-        assert row["turns"] == stats["turns"]
-        assert row["compactions"] == stats["compactions"]["total"]
-        assert row["tokens billed"] == stats["tokens"]["billed"]
+        assert row["sessions"] == f"{stats['sessions']:,}"
+        assert row["turns"] == f"{stats['turns']:,}"
+        assert row["compactions"] == f"{stats['compactions']['total']:,}"
+        assert row["tokens billed"] == f"{stats['tokens']['billed']:,}"
         assert row["cost"] == _money(stats["cost"]["total"], stats["cost"]["currency"])
 
 
@@ -126,7 +126,7 @@ def test_the_sessions_page_filters_on_a_cohort_and_shows_it_as_a_column(
 ) -> None:
     at = open_page("sessions")
     at.selectbox(key="cohort_by").select("window").run()
-    at.selectbox(key="cohort_value").select("8000").run()
+    at.selectbox(key="cohort_value").select("window 8,000").run()
 
     assert not at.exception
     at_8k = sorted(s for s, w in fixture_home.windows.items() if w == 8000)
@@ -135,7 +135,7 @@ def test_the_sessions_page_filters_on_a_cohort_and_shows_it_as_a_column(
     assert f"{len(at_8k)} of {total} sessions" in shown(at)
     table = at.dataframe[0].value
     assert sorted(table["session_id"]) == at_8k
-    assert set(table["window"]) == {"8000"}
+    assert set(table["window"]) == {"window 8,000"}
 
 
 def _traces(at: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:

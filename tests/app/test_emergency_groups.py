@@ -23,6 +23,8 @@ from analytics.queries.materialize import refresh
 from analytics.store import EventStore
 from analytics.store.projector import Projector
 from app.postmortem import CAUSE_TITLES
+from app.words import APP_NOT_COMPUTED
+from tests.app.findings import MARSHMALLOW
 from tests.app.fixtures import TRANSCRIPTS, compactor_at
 from tests.app.pages import open_page, shown
 
@@ -79,3 +81,35 @@ def test_a_session_with_a_hundred_emergencies_draws_one_chart_per_cause(many: Ma
 
 def test_every_cause_has_a_title_on_the_page() -> None:
     assert set(CAUSE_TITLES) == set(CAUSES)
+
+
+@pytest.fixture(scope="module")
+def not_computed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A store whose emergencies have avoidable causes and no counterfactuals yet (the
+    mini-swe-agent run ``marshmallow-1359`` replayed at 16k, jobs run, the replay job not):
+    the session id."""
+    home = tmp_path_factory.mktemp("not-computed")
+    run_replay([TRANSCRIPTS / MARSHMALLOW], home, compactor_at(home, WINDOW))
+    with EventStore.for_home(home) as store:
+        Projector(store, home / "spool").ingest()
+        refresh(store)
+        sid = store.query(
+            "SELECT session_id FROM job_emergencies WHERE cause NOT IN ('fixed_prompt') LIMIT 1"
+        ).item()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPACTLENS_HOME", str(home))
+        yield str(sid)
+        st.cache_resource.clear()
+        st.cache_data.clear()
+
+
+def test_counterfactuals_not_computed_point_at_the_page_s_button_not_a_flag(
+    not_computed: str,
+) -> None:
+    at = open_page("emergencies", session=not_computed)
+
+    fixes = [str(v) for f in at.dataframe if "fix" in f.value.columns for v in f.value["fix"]]
+    said = shown(at).replace("\\", "") + " ".join(fixes)
+    assert "compute counterfactuals" in [b.label for b in at.button]
+    assert "--no-counterfactuals" not in said
+    assert APP_NOT_COMPUTED in said

@@ -28,7 +28,7 @@ from app.postmortem import CAUSE_TITLES
 from compactor import CompactorConfig
 from tests.app.findings import CLAUDE, WINDOW, FindingsHome, build_findings_home
 from tests.app.fixtures import TRANSCRIPTS
-from tests.app.pages import open_page, shown
+from tests.app.pages import open_page, plural_slips, shown
 
 TIERS = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
 LABEL = re.compile(r"^turn (\d+) · (WARN|SOFT|FULL|EMERGENCY) · ([\d,]+) → ([\d,]+) tokens$")
@@ -276,3 +276,7 @@ def test_a_session_fix_is_named_above_the_groups(found: FindingsHome) -> None:
     if fix["avoids"]:
         avoided = named[0].split("no emergency at turn", 1)[1]
         assert avoided.strip("s )").split(", ") == [str(t) for t in fix["avoids"]]
+
+
+def test_no_page_says_one_with_a_plural_noun(found: FindingsHome) -> None:
+    assert not plural_slips(found.effective)

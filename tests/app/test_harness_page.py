@@ -145,3 +145,18 @@ def test_a_session_that_starts_mid_way_says_so_with_the_missing_history(
 
     warnings = [w.value for w in at.warning]
     assert any(f"about {missing:,} tokens of earlier history" in w for w in warnings), warnings
+
+
+def test_imported_sessions_have_no_window_on_the_overview_and_the_sessions_page(
+    on_native: NativeHome,
+) -> None:
+    at = open_page("overview", by="window")
+
+    (table,) = [t.value for t in at.table if "cohort" in t.value.columns]
+    assert [c.replace("\\", "") for c in table["cohort"]] == ["no window (imported as it ran)"]
+    assert "window 0" not in at.selectbox(key="cohort").options
+
+    at = open_page("sessions")
+    at.selectbox(key="cohort_by").select("window").run()
+    (grid,) = [d.value for d in at.dataframe if "window" in d.value.columns]
+    assert set(grid["window"]) == {"no window (imported as it ran)"}
