@@ -164,10 +164,18 @@ def test_each_group_of_emergencies_opens_with_its_cause_count_and_turns_then_the
 def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_it(
     found: FindingsHome, tmp_path: Path
 ) -> None:
-    sid = found.session(SIDECHAIN)
-    reps = [_representative(members) for members in _by_cause(found, sid).values()]
-    verified = [p for p in reps if p["smallest_change_verified"]]
-    assert verified, "no verified fix in this session: the test would prove nothing"
+    # the first session (the sidechain's, while it has one) whose groups show a verified fix
+    candidates = [found.session(SIDECHAIN), *(s for s in found.effective if s != SIDECHAIN)]
+    sid, verified = next(
+        (
+            (s, [p for p in reps if p["smallest_change_verified"]])
+            for s in candidates
+            if (reps := [_representative(m) for m in _by_cause(found, s).values()])
+            and any(p["smallest_change_verified"] for p in reps)
+        ),
+        (candidates[0], []),
+    )
+    assert verified, "no verified fix in any session: the test would prove nothing"
 
     at = open_page("emergencies", session=sid)
 
@@ -185,14 +193,15 @@ def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_
         p for p in verified if loaded == CompactorConfig.model_validate(p["smallest_change_config"])
     )
     home = tmp_path / "home"
-    replay = ["replay", str(TRANSCRIPTS / CLAUDE), "--window", str(WINDOW), "--config", str(file)]
+    source = found.transcript(sid).source_path or str(TRANSCRIPTS / CLAUDE)
+    replay = ["replay", source, "--window", str(WINDOW), "--config", str(file)]
     done = CliRunner().invoke(cli, [*replay, "--home", str(home)])
     assert done.exit_code == 0, done.output
     done = CliRunner().invoke(
         cli, ["postmortem", "--json", "--no-counterfactuals", "--home", str(home)]
     )
     again = json.loads(done.stdout)["postmortems"]
-    same = [p["turn"] for p in again if p["session_id"].startswith(SIDECHAIN)]
+    same = [p["turn"] for p in again if p["session_id"].startswith(sid.rsplit("@", 1)[0])]
     assert pm["turn"] not in same  # no emergency at that turn with the file applied
 
 
