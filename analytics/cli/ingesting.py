@@ -31,6 +31,7 @@ from analytics.store import (
     QuarantinedLine,
     store_location,
 )
+from analytics.store.lending import StoreLender, lend_store
 from analytics.store.maintenance import Maintenance
 from analytics.store.projector import IngestResult, Progress, Projector, Reconnect
 from analytics.store.rebuilding import rebuild
@@ -115,6 +116,7 @@ def run_watch(
     root = Path(home)
     store = EventStore.for_home(root)
     projector: Projector | None = None
+    lender: StoreLender | None = None
     try:
         started = dt.datetime.now(dt.UTC)
         policy = (maintenance or MaintenanceTimes()).policy(store)
@@ -129,6 +131,7 @@ def run_watch(
             if isinstance(store, LakeStore)
             else None
         )
+        lender = _lender(root, projector)  # reading commands borrow a local store meanwhile
         stop = threading.Event()
         with _stop_on_signals(stop):
             if on_ready is not None:
@@ -141,9 +144,25 @@ def run_watch(
                 reconnect=reconnect,
             )
             result = _in_thread(watch)
+        if lender is not None:
+            lender.close()  # no loan may close the store under the last read below
         return IngestReport(result, quarantined_since(projector.store, started))
     finally:
+        if lender is not None:
+            lender.close()
         (projector.store if projector is not None else store).close()
+
+
+def _lender(root: Path, projector: Projector) -> StoreLender | None:
+    """A lender of the watched store to reading commands (None for a lake: no owner)."""
+
+    def release() -> None:
+        projector.store.close()
+
+    def reopen() -> None:
+        projector.store = EventStore.for_home(root)
+
+    return lend_store(projector.store, projector.pass_lock, release, reopen)
 
 
 RECONNECT_FIRST_S = 1.0

@@ -142,6 +142,9 @@ class Projector:
         self.maintenance = maintenance or Maintenance.for_store(store)
         self._reported: dict[str, str] = {}
         """Skipped files already said, and why: said again only when the reason changes."""
+        self.pass_lock = threading.Lock()
+        """Held through each pass of ``watch``: a lender (``analytics.store.lending``) takes it
+        to close the store and open it again between passes."""
 
     def pending_bytes(self) -> int:
         """Bytes of the spool not projected yet (from the listing: no file is opened)."""
@@ -367,10 +370,11 @@ class Projector:
         while True:
             stopping = stop.is_set()
             try:
-                if closed and reconnect is not None:
-                    self.store = reconnect.reopen()
-                    closed = False
-                result = self._pass(stopping, total)
+                with self.pass_lock:
+                    if closed and reconnect is not None:
+                        self.store = reconnect.reopen()
+                        closed = False
+                    result = self._pass(stopping, total)
             except (StoreError, duckdb.Error) as exc:
                 if reconnect is None or stopping:
                     raise

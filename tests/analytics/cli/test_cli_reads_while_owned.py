@@ -108,3 +108,16 @@ def test_a_reader_killed_holding_the_loan_hands_the_store_back(home: Path) -> No
     finally:
         run.process.send_signal(signal.SIGINT)
         assert run.stopped() == 0
+
+
+def test_reads_answer_while_ingest_watch_owns_the_store(home: Path) -> None:
+    run = Run(["ingest", "--watch", "--interval", "0.2", "--home", str(home)], home)
+    try:
+        run.line_with("watching", 120)
+        answered = _cli(home, "stats", "--json")
+        assert answered.returncode == 0, answered.stderr[-1500:]
+        assert json.loads(answered.stdout)["sessions"] == len(list(CTF.rglob("*.traj")))
+        assert run.process.poll() is None  # the watcher goes on after the loan
+    finally:
+        run.process.send_signal(signal.SIGINT)
+        assert run.stopped() == 0
