@@ -2,16 +2,18 @@
 summarised head are still in the compacted view.
 
 For every effective compaction that summarised something (``summarized > 0``) the *head* is the
-messages whose before-side status is ``summarized``: the artifacts are the paths and error lines
-in their text, and the commands (``command``/``cmd``/``script``) and paths (``path``,
-``file_path``, ...) in their tool-call arguments. The *view* is the compacted context: every
-message the compaction created (the compaction message with its summary, anchors and offload
-references; placeholders; cut copies) and the text and tool-call arguments of the messages it
-kept. An artifact is retained when its exact text occurs in one message of the view (a literal
-substring test). A path mentioned only by its basename is *not* retained: ``cache.py`` does not say
-which ``cache.py``. A path inside a tool call's command is part of that command, not a separate
-artifact. Synthetic messages in the head (an earlier compaction message) are not history and are
-skipped: their artifacts were counted when their own head was summarised.
+messages whose before-side status is ``summarized``: the artifacts are the paths, error lines and
+``$``-prompt commands in their text, and the commands (``command``/``cmd``/``script``, a string or
+an argument list) and paths (``path``, ``file_path``, ...) in their tool-call arguments. A path
+found in text needs evidence (:data:`EVIDENT`, or an evident path of the head under it): a
+branch, a Go import path or a web route is none (issue 27). The *view* is the compacted
+context: every message the compaction created (the compaction message with its summary, anchors
+and offload references; placeholders; cut copies) and the text and tool-call arguments of the
+messages it kept. An artifact is retained when its exact text occurs in one message of the view
+(a literal substring test). A path mentioned only by its basename is *not* retained: ``cache.py``
+does not say which ``cache.py``. A path inside a tool call's command is part of that command, not
+a separate artifact. Synthetic messages in the head (an earlier compaction message) are not
+history and are skipped: their artifacts were counted when their own head was summarised.
 Sessions captured as metadata have no text: their rate is null with ``no_content`` true, never 0.
 
 Extraction is this module's own (regexes below); it reads nothing and writes nothing.
@@ -29,19 +31,44 @@ _EXT = (
     "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|sh|md|rst|txt|"
     "json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|html|css|csv|lock|xml|ipynb|log"
 )
+_PART = rf"(?:{_SEG}|\.\.)"  # a name, or .. after the first one: src/bin/../x.rs
 PATH_PATTERN = (
-    rf"(?:\.{{1,2}}/{_SEG}(?:/{_SEG})*"  # ./x, ../a/b
-    rf"|/?(?:{_SEG}/)+\.?{_W}+(?:\.{_W}+)*\.[A-Za-z0-9]{{1,8}}\b"  # src/x.py, /etc/a.conf
-    rf"|/?(?:{_SEG}/){{2,}}{_SEG}"  # a/b/c, /etc/hosts (one slash and no extension: and/or)
-    rf"|\b[A-Za-z0-9_-]+\.(?:{_EXT})\b)"  # setup.py
+    rf"(?:(?:\.{{1,2}}/)+{_SEG}(?:/{_PART})*"  # ./x, ../a/b, ../../a
+    rf"|/?{_SEG}/(?:{_PART}/)*\.?{_W}+(?:\.{_W}+)*\.[A-Za-z0-9]{{1,8}}\b"  # src/x.py
+    rf"|/?{_SEG}/(?:{_PART}/)+{_SEG}"  # a/b/c (one slash, no extension: and/or)
+    rf"|/{_SEG}/{_SEG}"  # /etc/hosts, /tmp/build_x1: rooted, two names
+    rf"|(?:\B\.)?\b[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.(?:{_EXT})"  # setup.py, .mcp.json
+    r"(?:\.(?:old|bak|orig|backup))?\b)"  # auth.rs.old
 )
-"""Path-like tokens in text: ./x, a/b/c, src/x.py, /etc/hosts, setup.py."""
+"""Path-like tokens in text: ./x, ../../x, a/b/c, src/x.py, /etc/hosts, setup.py, .mcp.json,
+auth.rs.old."""
+WINDOWS_PATHS = (
+    r"\b[A-Za-z]:[\\/][^\s\"'`<>|*?,;()\[\]{}]*",  # a drive's: G:\repo\src, g:/repo/x.rs
+    rf"[\w.@+/-]*[\w.@+-]\\[\w.@+\\/-]*\.(?:{_EXT})\b",  # with a \ and an extension
+)
+"""Windows paths: read apart from the rest of the text, their ``\\`` taken for ``/`` (two
+patterns, each fast alone: together they are three times slower)."""
+_DRIVE_PATH = rf"\b[A-Za-z]:/(?:{_PART}/)+{_SEG}|{PATH_PATTERN}"  # g:/repo, not C:/Program
 ERROR_PATTERN = (
-    r"(?m)(?:\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:[^\n]*"  # KeyError: 'user'
+    r"(?m)(?:\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:(?:[^:\n][^\n]*|$)"  # KeyError: 'user'
     r"|^[ \t]*(?:error|fatal|ERROR|FATAL)(?:\[[^\]\n]*\])?:[^\n]*"  # error: ..., error[E0425]: ...
-    r"|\bFAILED\b[^\n]*)"  # FAILED tests/x.py::test_y - ...
+    r"|^[ \t]*FAILED\b[^\n]*"  # FAILED tests/x.py::test_y - ...
+    r"|^[ \t]*[A-Z][a-z]+-[A-Z][A-Za-z]+ : [^\n]*)"  # Get-ChildItem : Cannot find path ...
 )
-"""Error lines: ``FooError: ...``, ``error: ...`` at a line start, ``FAILED ...``."""
+"""Error lines: ``FooError: ...`` (not Rust's ``FooError::Variant``), ``error: ...``,
+``FAILED ...`` and a PowerShell cmdlet's ``Verb-Noun : ...`` at a line start."""
+PROMPT_COMMANDS = r"(?m)^[ \t]*(?:\[[\w:.-]+\][ \t]*)?\$[ \t]+(\S[^\n]*?)[ \t]*$"
+"""A command a tool's output shows it ran, after a ``$`` prompt: ``[test] $ go test ./...``."""
+NOT_ERRORS = (
+    r"""^(?:error|ERROR|fatal|FATAL):\s*(?:['"`]|.*(?:\|\||\?\?)|.*[,;{(\[]$)"""
+    r"|^[A-Za-z0-9_]+:$"
+    r"|^[A-Za-z0-9_]+: (?:If|When|Raised|Thrown)\b"
+    r"""|^FAILED(?:['"`]|.*['"`]\)?;$)"""
+)
+"""Error lines that are code, not messages: an object's field (``error: 'Bad input',``,
+``error: e.message || 'failed',``), a type (``error: string;``), an ``except KeyError:``,
+a docstring's ``Raises`` entry (``ValueError: If the file is missing``), a string in code
+(``'FAILED'``, ``log("FAILED - buzzer");``)."""
 _JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
 COMMAND_KEYS = ("command", "cmd", "script")
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
@@ -75,32 +102,155 @@ def json_values(arguments: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
     )
 
 
+EDITOR_VERBS = r"^(?:view|create|str_replace|insert|undo_edit)$"
+"""A file editor's ``command`` argument (OpenHands', SWE-agent's): no shell command."""
+SHELL_FLAGS = ("-c", "-lc", "-ic", "-Command", "-command", "/c", "/C")
+"""The flag before the script when a command is an argument list: ``["bash", "-lc", "ls"]``."""
+_ARGUMENT_LIST = r'"(?:command|cmd)"\s*:\s*\[\s*(?:"(?:[^"\\]|\\.)*"\s*,?\s*)*\]'
+
+
+def json_commands(arguments: pl.Expr) -> pl.Expr:
+    """The shell commands in tool-call ``arguments`` (a list per row): each string value of
+    :data:`COMMAND_KEYS` but an editor's verb (:data:`EDITOR_VERBS`), and each argument list
+    (Codex's ``{"command": ["powershell.exe", "-NoLogo", "-Command", "Get-ChildItem"]}``) as the
+    script it hands its shell (``Get-ChildItem``), else its words joined."""
+    said = json_values(arguments, COMMAND_KEYS).list.eval(
+        pl.element().filter(~pl.element().str.contains(EDITOR_VERBS))
+    )
+    lists = arguments.str.extract_all(_ARGUMENT_LIST).list.eval(
+        pl.element().str.replace(r'^"[^"]*"\s*:\s*', "").str.json_decode(pl.List(pl.String))
+    )
+    word = pl.element().list
+    script = (
+        pl.when((word.len() >= 3) & word.get(-2, null_on_oob=True).is_in(SHELL_FLAGS))
+        .then(word.last())
+        .otherwise(word.join(" "))
+    )
+    return pl.concat_list(said.fill_null([]), lists.list.eval(script).fill_null([])).list.eval(
+        pl.element().filter(pl.element().is_not_null() & (pl.element() != ""))
+    )
+
+
 NOT_PATHS = (
     r"^\d+(?:/\d+)+$"  # dates and ratios: 12/2/2025, 3/4
     r"|^[A-Z][A-Za-z0-9]*\.js$"  # Node.js, Vue.js: names of tools, not files
     r"|^[A-Za-z0-9@+~]+(?:/[A-Za-z0-9@+~]+)+$"  # words with slashes: pros/cons, P1/P2/P3
+    r"|^/dev/(?:null|tty|zero|u?random|std(?:in|out|err))$"  # 2>/dev/null: a sink, no file
 )
-"""Path-like tokens that are not paths: dates and ratios, ``Name.js`` tool names, and
-slash-separated plain words (no root, no extension, no ``_``, ``-`` or ``.`` in any part: a
-relative folder named only by plain words is dropped too, for precision)."""
+"""Path-like tokens that are not paths: dates and ratios, ``Name.js`` tool names, devices
+(``/dev/null``) and slash-separated plain words (no root, no extension, no ``_``, ``-`` or
+``.`` in any part: a relative folder named only by plain words is dropped too, for
+precision)."""
 DIFF_PREFIX = r"^[ab]/(\S+/\S+|\S+\.[A-Za-z0-9]{1,8})$"
 """git diff's ``a/`` and ``b/`` before a path: the path is what follows."""
+EVIDENT = (
+    r"(?:^|/)\.?[^/.][^/]*\.(?:[A-Za-z]|[0-9][A-Za-z]|[0-9]{2}[A-Za-z])[A-Za-z0-9]{0,7}$"  # x.py
+    r"|^\.{1,2}/|^~/|^[A-Za-z]:/"  # ./x, ../x, ~/x, g:/x
+    r"|^\.[A-Za-z0-9_-]|^[^/].*/\.[A-Za-z0-9_-]"  # a hidden file or folder: .github/CODEOWNERS
+    r"|^/(?:Users|home|root|tmp|var|etc|usr|opt|private|Volumes|workspace|mnt|srv|bin|sbin"
+    r"|lib|lib64|dev|proc|sys|run|nix|app|data)/"  # under a root every machine has
+)
+"""What makes a path found in text a path by itself: an extension (a short one, with a
+letter: not ``/rest/api/1.0``, not Go's ``pkg/id.MustCheckpointID``), ``./``, ``../``, ``~/``,
+a drive, a hidden file or folder of a relative path (``.github/CODEOWNERS``; not
+``/repository/files/.env/raw``, a web route) or a well-known root. Without it
+(``origin/feat/x``, ``/api/users/list``, ``github.com/org/mod/v5``), a path needs a path of its
+head that has it, under it."""
+NOT_IN_PATHS = (
+    r"[^\s\"'`]*\.\.\.[^\s\"'`]*"  # an elision: diff --stat's .../cli/x.go, G:\\H...v.log
+    r"|\$\{?\w+\}?/\S*"  # ${PROJECT_DIR}/cmd/main.go: where it is depends on the variable
+)
+"""Text that is no path though it looks like one (or a piece of one): taken out before paths
+are read."""
+_AT_ROOT = r"^@(/)"
+"""curl's ``-d @/tmp/body.json``: the ``@`` is no part of the path."""
+_NAME = r"[\w.@+-]"
+_BACKSLASH_DEPTH = 8
+"""Windows separators turned into ``/``, one per pass: folders deeper than this keep the rest."""
+
+
+def readable(text: pl.Expr) -> pl.Expr:
+    """``text`` as its reader saw it: a tool result stored as the JSON object
+    ``{"output": ...}`` (Codex 0.58's shell results) is that output, decoded, so that its
+    ``\\r\\n`` escapes are line breaks and not letters glued to the next word."""
+    decoded = text.str.json_path_match("$.output")
+    return (
+        pl.when(text.str.starts_with('{"output"')).then(pl.coalesce(decoded, text)).otherwise(text)
+    )
+
+
+def forward_slashes(text: pl.Expr) -> pl.Expr:
+    """Windows paths written with ``/``: a drive's path (``G:\\repo\\src``) and a relative path
+    that ends in a known extension (``src\\gen\\about.py``); a backslash elsewhere (an escape in
+    code, ``\\n``) is left alone."""
+    out = text.str.replace_all(r"(^|[^\w])([A-Za-z]):\\", "$1$2:/")
+    for _ in range(_BACKSLASH_DEPTH):
+        out = out.str.replace_all(rf"([A-Za-z]:/(?:{_NAME}+/)*{_NAME}+)\\({_NAME})", "$1/$2")
+    for _ in range(_BACKSLASH_DEPTH):
+        out = out.str.replace_all(
+            rf"({_NAME})\\({_NAME}+(?:[\\/]{_NAME}+)*\.(?:{_EXT})\b)", "$1/$2"
+        )
+    return out
 
 
 def text_paths(text: pl.Expr) -> pl.Expr:
-    """Path-like tokens in ``text`` (a list per row); URLs, dates, ``Name.js`` and
-    slash-separated words are not paths, and a diff's ``a/``/``b/`` prefix is not part of one."""
-    without_urls = text.str.replace_all(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", " ")
-    return without_urls.str.extract_all(PATH_PATTERN).list.eval(
-        pl.element()
-        .str.replace(DIFF_PREFIX, "$1")
-        .filter(~pl.element().str.replace(DIFF_PREFIX, "$1").str.contains(NOT_PATHS))
+    """Path-like tokens in ``text`` (a list per row); URLs, dates, ``Name.js``, slash-separated
+    words, method calls (``console.log(``) and :data:`NOT_IN_PATHS` are not paths, and a diff's
+    ``a/``/``b/`` prefix (curl's ``@``) is not part of one. A tool result stored as JSON is read
+    decoded (:func:`readable`); Windows paths (:data:`WINDOWS_PATHS`) come with ``/``
+    (``g:/repo/src/x.rs``), after the others of the text."""
+    rest, windows = readable(text), []
+    for pattern in WINDOWS_PATHS:
+        windows.append(rest.str.extract_all(pattern))
+        rest = rest.str.replace_all(pattern, " ")
+    spelt = (
+        pl.concat_list(windows).list.eval(pl.element().str.replace_all(r"\\+", "/")).list.join(" ")
+    )
+    path = pl.element().str.replace(DIFF_PREFIX, "$1").str.replace(_AT_ROOT, "$1")
+    return pl.concat_list(
+        _readable_paths(rest).str.extract_all(PATH_PATTERN),
+        _readable_paths(spelt).str.extract_all(_DRIVE_PATH),
+    ).list.eval(path.filter(~path.str.contains(NOT_PATHS)))
+
+
+def _readable_paths(text: pl.Expr) -> pl.Expr:
+    """``text`` without what only looks like paths: URLs, :data:`NOT_IN_PATHS`, method calls."""
+    return (
+        text.str.replace_all(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", " ")
+        .str.replace_all(NOT_IN_PATHS, " ")
+        .str.replace_all(rf"(\w)\.(?:{_EXT})\(", "$1(")  # a method call: console.log(, x.lock(
+    )
+
+
+def prompt_commands(text: pl.Expr) -> pl.Expr:
+    """The commands ``text`` shows run after a ``$`` prompt (a list per row)."""
+    return (
+        readable(text)
+        .str.extract_all(PROMPT_COMMANDS)
+        .list.eval(pl.element().str.replace(PROMPT_COMMANDS, "$1"))
     )
 
 
 def error_lines(text: pl.Expr) -> pl.Expr:
-    """Error lines in ``text`` (a list per row), surrounding whitespace stripped."""
-    return text.str.extract_all(ERROR_PATTERN).list.eval(pl.element().str.strip_chars())
+    """Error lines in ``text`` (a list per row), surrounding whitespace stripped; a tool result
+    stored as JSON is read decoded, so a line ends where its output's line did, and a field
+    of code named ``error`` is no error line (:data:`NOT_ERRORS`). A tool result that is a JSON
+    object reports its ``error`` (OpenHands' ``{"kind": ..., "error": "No replacement was
+    performed, ..."}``): the first line of it is one."""
+    line = pl.element().str.strip_chars()
+    said = (
+        readable(text)
+        .str.extract_all(ERROR_PATTERN)
+        .list.eval(line.filter(~line.str.contains(NOT_ERRORS)))
+    )
+    reported = (
+        pl.when(text.str.starts_with("{"))
+        .then(json_values(text, ("error",)))
+        .list.eval(pl.element().str.split("\n").list.first().str.strip_chars())
+    )
+    return pl.concat_list(said.fill_null([]), reported.fill_null([])).list.eval(
+        pl.element().filter(pl.element().is_not_null() & (pl.element() != ""))
+    )
 
 
 def _arguments(tool_calls: pl.Expr, dtype: pl.DataType) -> pl.Expr:
@@ -160,7 +310,9 @@ def _targets(compactions: pl.DataFrame, sessions: pl.DataFrame) -> pl.LazyFrame:
 
 def head_artifacts(compaction_views: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     """session_id, compaction_id, kind ("path"|"command"|"error"), artifact: the distinct
-    artifacts of each compaction's summarised head, in head order."""
+    artifacts of each compaction's summarised head, in head order. A path found in text needs
+    evidence (:data:`EVIDENT`, or a file or folder of that head's other paths lies under it);
+    a tool call's path argument is evidence itself."""
     head = (
         compaction_views.lazy()
         .filter((pl.col("side") == "before") & (pl.col("status") == "summarized"))
@@ -174,27 +326,74 @@ def head_artifacts(compaction_views: pl.DataFrame, messages: pl.DataFrame) -> pl
         .select(
             "session_id",
             "compaction_id",
-            path=pl.concat_list(
-                text_paths(pl.col("content")).fill_null([]),
-                json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+            text_path=text_paths(pl.col("content")).fill_null([]),
+            argument_path=json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+            command=pl.concat_list(
+                json_commands(pl.col("arguments")).fill_null([]),
+                prompt_commands(pl.col("content")).fill_null([]),
             ),
-            command=json_values(pl.col("arguments"), COMMAND_KEYS),
             error=error_lines(pl.col("content")),
+        )
+        .with_columns(
+            path=pl.concat_list("text_path", "argument_path"),
+            evident=pl.concat_list(
+                pl.col("text_path").list.eval(pl.element().str.contains(EVIDENT)),
+                pl.col("argument_path").list.eval(pl.element().is_not_null()),
+            ),
         )
         .collect()
         .lazy()
     )
-    found = [
-        head.select("session_id", "compaction_id", kind=pl.lit(kind), artifact=kind)
+    paths = (
+        head.select("session_id", "compaction_id", artifact="path", evident="evident")
         .filter(pl.col("artifact").list.len() > 0)
-        .explode("artifact")
-        for kind in ("path", "command", "error")
+        .explode("artifact", "evident")
+        .filter(pl.col("artifact").is_not_null() & (pl.col("artifact") != ""))
+    )
+    found = [
+        paths.pipe(_evidenced).select(
+            "session_id", "compaction_id", "artifact", kind=pl.lit("path")
+        ),
+        *(
+            head.select("session_id", "compaction_id", kind=pl.lit(kind), artifact=kind)
+            .filter(pl.col("artifact").list.len() > 0)
+            .explode("artifact")
+            for kind in ("command", "error")
+        ),
     ]
     return (
-        pl.concat(found)
+        pl.concat(found, how="diagonal")
+        .select("session_id", "compaction_id", "kind", "artifact")
         .filter(pl.col("artifact").is_not_null() & (pl.col("artifact") != ""))
         .unique(subset=["compaction_id", "kind", "artifact"], keep="first", maintain_order=True)
         .collect()
+    )
+
+
+def _evidenced(paths: pl.LazyFrame) -> pl.LazyFrame:
+    """``paths`` (compaction_id, artifact, evident) without the ones that lack evidence: a
+    path that is not :data:`EVIDENT` stays when an evident path of its compaction lies under it
+    (``src-tauri/src/alden`` beside ``g:/repo/src-tauri/src/alden/chat.rs``; two doubtful paths
+    do not vouch for each other). A branch
+    (``origin/feat/x``), a Go import path or a web route (``/api/users/list``) has none."""
+    folder = pl.col("artifact").str.strip_chars_start("/")
+    doubtful = paths.filter(~pl.col("evident")).select("compaction_id", folder=folder).unique()
+    others = paths.filter("evident").select("compaction_id", other="artifact").unique()
+    under = (
+        doubtful.join(others, on="compaction_id")
+        .filter(
+            pl.col("other").str.starts_with(pl.concat_str("folder", pl.lit("/")))
+            | pl.col("other").str.contains(
+                pl.concat_str(pl.lit("/"), "folder", pl.lit("/")), literal=True
+            )
+        )
+        .select("compaction_id", "folder", under=pl.lit(value=True))
+        .unique()
+    )
+    return (
+        paths.with_columns(folder=folder)
+        .join(under, on=["compaction_id", "folder"], how="left", maintain_order="left")
+        .filter(pl.col("evident") | pl.col("under").fill_null(value=False))
     )
 
 
@@ -202,7 +401,8 @@ def view_parts(
     compaction_views: pl.DataFrame, messages: pl.DataFrame, synthetic: pl.DataFrame
 ) -> pl.LazyFrame:
     """compaction_id, text: the parts of each compacted view (the messages the compaction
-    created, and the content and tool-call arguments of the messages it kept)."""
+    created, and the content and tool-call arguments of the messages it kept, the arguments'
+    commands and paths also as plain text: a command with quotes is ``"`` there, not ``\\"``)."""
     created = synthetic.lazy().select(
         pl.col("compaction_id").cast(pl.String), text=pl.col("content").cast(pl.String)
     )
@@ -221,7 +421,16 @@ def view_parts(
         .pipe(_with_messages, messages)
         .select(
             "compaction_id",
-            text=pl.concat_str("content", "arguments", separator="\n", ignore_nulls=True),
+            text=pl.concat_str(
+                "content",
+                "arguments",
+                pl.concat_list(
+                    json_commands(pl.col("arguments")).fill_null([]),
+                    json_values(pl.col("arguments"), PATH_KEYS).fill_null([]),
+                ).list.join("\n"),
+                separator="\n",
+                ignore_nulls=True,
+            ),
         )
     )
     return pl.concat([created, kept]).filter(pl.col("text").is_not_null())

@@ -40,6 +40,17 @@ def _grouped(frame: pl.DataFrame, key: str, value: str) -> dict[str, list[Any]]:
     return {k: list(v) for k, v in frame.group_by(key).agg(value).iter_rows()}
 
 
+def _recorded_dirs(store: EventStore, session: str | None) -> pl.DataFrame:
+    """session_id, cwd: each session's working directory as its importer recorded it
+    (``sessions.metadata`` ``cwd``: Claude Code's and Codex's); none for the others, whose
+    directory the audit job infers from their paths."""
+    dirs = store.query(
+        f"""SELECT session_id, json_extract_string(metadata, '$.cwd') AS cwd FROM sessions
+            WHERE {frames.live()} AND json_extract_string(metadata, '$.cwd') IS NOT NULL"""
+    )
+    return _only(dirs, session)
+
+
 def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
     """SPEC 8 ``audit --json``: ``compactions`` (one per native compaction) and ``summary``."""
     check_session(store, session)
@@ -54,7 +65,7 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
     actions = reads_and_runs(messages)
     again = again_after(bounds, actions)
     native = bounds.filter(pl.col("origin") == "native")
-    artifacts = artifacts_kept(views, messages, synthetic, native)
+    artifacts = artifacts_kept(views, messages, synthetic, native, _recorded_dirs(store, session))
     users = user_messages_kept(views, messages, synthetic, native)
     kept = _grouped(artifacts.filter("kept"), "compaction_id", "artifact")
     lost = _grouped(artifacts.filter(~pl.col("kept")), "compaction_id", "artifact")

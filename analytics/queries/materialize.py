@@ -186,9 +186,11 @@ JOBS: tuple[Job, ...] = (
         ("offloads", "messages", "sessions"),
     ),
     # artifacts 2: dates, Name.js, slash-separated words and diff prefixes are not paths
+    # artifacts 3: paths need evidence (issue 27): Codex's JSON results decoded, Windows paths,
+    # argument-list and $-prompt commands, editor verbs and code's error fields dropped
     Job(
         "artifacts",
-        2,
+        3,
         _artifacts,
         ("job_artifacts", "job_artifact_losses"),
         ("compactions", "views", "messages", "synthetic", "sessions"),
@@ -204,9 +206,10 @@ JOBS: tuple[Job, ...] = (
         ("turns", "messages", "views", "compactions", "sessions", "usage"),
     ),
     # grounding: is each anchor item and summary sentence in the history it replaced (issue 31)
+    # grounding 2: the path facts of PATH_PATTERN (drives, ../../, /etc/hosts, .mcp.json)
     Job(
         "grounding",
-        1,
+        2,
         _grounding,
         ("job_grounding",),
         ("compactions", "anchor_items", "views", "messages"),

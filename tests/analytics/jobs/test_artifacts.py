@@ -13,7 +13,9 @@ from analytics.jobs.artifacts import (
     artifact_retention,
     error_lines,
     head_artifacts,
+    json_commands,
     overall_artifact_retention,
+    prompt_commands,
     session_artifact_retention,
     text_paths,
 )
@@ -342,4 +344,93 @@ def test_empty_inputs_give_empty_outputs_with_their_columns() -> None:
     assert session_artifact_retention(per_compaction).height == 0
     assert overall_artifact_retention(per_compaction).to_dicts() == [
         {"rate": None, "lost": 0, "sessions": 0, "no_content_sessions": 0}
+    ]
+
+
+def _paths_in(text: str) -> list[str]:
+    found: list[str] = pl.DataFrame({"t": [text]}).select(text_paths(pl.col("t"))).row(0)[0]
+    return found
+
+
+def test_windows_paths_come_with_slashes_and_codex_json_results_are_read_decoded() -> None:
+    listing = json.dumps(
+        {"output": "Directory: G:\\Repo\\src\r\nauth.rs.old\r\nsrc\\gen\\about.py:3: E1\r\n"}
+    )
+    # Windows paths are read apart, after the others: their \\ is a separator, not an escape
+    assert _paths_in(listing) == ["auth.rs.old", "G:/Repo/src", "src/gen/about.py"]
+
+
+def test_pieces_and_garblings_of_paths_are_not_paths() -> None:
+    text = (
+        "cmd/cli/a.go | 3 +\n .../cli/strategy/b.go | 4 +\n"  # diff --stat elides the head
+        "go run ${PROJECT_DIR}/cmd/main.go; cat x 2>/dev/null; console.log(x); ipc.0.lock()\n"
+        'import { A } from "../../contexts/Auth"; see src/bin/../alden/c.rs and .mcp.json\n'
+        "Created test directory: /tmp/build_x1\n"
+    )
+    assert _paths_in(text) == [
+        "cmd/cli/a.go",
+        "../../contexts/Auth",
+        "src/bin/../alden/c.rs",
+        ".mcp.json",
+        "/tmp/build_x1",
+    ]
+
+
+def test_code_that_names_an_error_is_no_error_line() -> None:
+    text = (
+        "  error: 'Bridge not initialized',\n  error: e.message || 'failed',\n  error: string;\n"
+        "except KeyError:\n    ValueError: If the file is missing\n"
+        'GitAiError::Generic("x")\n  log("FAILED - buzzer");\n'
+        "error[E0432]: unresolved import `crate::vault`\n"
+        "Get-ChildItem : Cannot find path 'G:\\x' because it does not exist.\n"
+    )
+    result = (
+        '{"kind": "StrReplaceEditorObservation", "error": "No replacement was performed\\nmore"}'
+    )
+    found = pl.DataFrame({"t": [text, result]}).select(error_lines(pl.col("t")))["t"].to_list()
+    assert found == [
+        [
+            "error[E0432]: unresolved import `crate::vault`",
+            "Get-ChildItem : Cannot find path 'G:\\x' because it does not exist.",
+        ],
+        ["No replacement was performed"],
+    ]
+
+
+def test_commands_are_shell_commands_from_arguments_and_prompts() -> None:
+    arguments = [
+        json.dumps({"command": ["powershell.exe", "-NoLogo", "-Command", "Get-ChildItem"]}),
+        json.dumps({"command": ["git", "status"]}),
+        json.dumps({"command": "view", "path": "/repo/a.py"}),  # an editor's verb
+        json.dumps({"cmd": "ls -la"}),
+    ]
+    found = pl.DataFrame({"a": arguments}).select(json_commands(pl.col("a")))["a"].to_list()
+    assert found == [["Get-ChildItem"], ["git status"], [], ["ls -la"]]
+    output = "ok  pkg 0.2s\n[test] $ go test ./...\n$ make lint\nprice: $5\n"
+    prompts = pl.DataFrame({"t": [output]}).select(prompt_commands(pl.col("t"))).row(0)[0]
+    assert prompts == ["go test ./...", "make lint"]
+
+
+def test_a_path_without_evidence_needs_a_file_under_it() -> None:
+    text = (
+        "On branch origin/feat/new-thing; import github.com/org/mod/v5/plumbing; "
+        "GET /api/users/list; read src-tauri/src/alden/chat.rs in src-tauri/src/alden"
+    )
+    messages = pl.DataFrame(
+        {"session_id": ["s"], "idx": [0], "content": [text], "tool_calls": [None]},
+        schema_overrides={"tool_calls": pl.String},
+    )
+    views = pl.DataFrame(
+        {
+            "compaction_id": ["c"],
+            "session_id": ["s"],
+            "side": ["before"],
+            "position": [0],
+            "history_index": [0],
+            "status": ["summarized"],
+        }
+    )
+    assert head_artifacts(views, messages)["artifact"].to_list() == [
+        "src-tauri/src/alden/chat.rs",
+        "src-tauri/src/alden",
     ]

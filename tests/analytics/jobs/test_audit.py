@@ -13,6 +13,7 @@ import json
 
 import polars as pl
 
+from analytics.jobs.artifacts import head_artifacts
 from analytics.jobs.audit import (
     again_after,
     artifacts_kept,
@@ -21,6 +22,7 @@ from analytics.jobs.audit import (
     reads_and_runs,
     user_messages_kept,
 )
+from analytics.jobs.file_forms import working_dirs
 
 FILE = "/home/u/proj/src/cache.py"
 TESTS = "pytest -x tests/test_cache.py"
@@ -164,3 +166,136 @@ def test_reading_stops_counting_at_the_next_compaction_of_the_same_origin() -> N
     again = again_after(bounds, reads_and_runs(_messages()))
     # n1 ends at 8: its re-read (6) counts, the re-run (9) falls after n2's boundary
     assert again.filter(pl.col("compaction_id") == "n1")["target"].to_list() == [FILE]
+
+
+def _head(texts: list[str], summary: str, sid: str = "s") -> dict[str, pl.DataFrame]:
+    """One compaction ``c`` of session ``sid`` whose head is ``texts`` (user messages) and
+    whose view is ``summary``."""
+    n = len(texts)
+    messages = pl.DataFrame(
+        {
+            "session_id": [sid] * n,
+            "idx": list(range(n)),
+            "role": ["user"] * n,
+            "content": texts,
+            "tool_calls": [None] * n,
+            "tool_call_id": [None] * n,
+        },
+        schema_overrides={"tool_calls": pl.String, "tool_call_id": pl.String},
+    )
+    views = pl.DataFrame(
+        {
+            "compaction_id": ["c"] * (n + 1),
+            "session_id": [sid] * (n + 1),
+            "side": ["before"] * n + ["after"],
+            "position": [*range(n), 0],
+            "history_index": [*range(n), None],
+            "status": ["summarized"] * n + ["synthetic"],
+        },
+        schema_overrides={"history_index": pl.Int64},
+    )
+    synthetic = pl.DataFrame({"compaction_id": ["c"], "session_id": [sid], "content": [summary]})
+    targets = pl.DataFrame({"compaction_id": ["c"]})
+    return {"messages": messages, "views": views, "synthetic": synthetic, "targets": targets}
+
+
+def _kept(
+    texts: list[str], summary: str, dirs: pl.DataFrame | None = None
+) -> dict[str, tuple[bool, list[str]]]:
+    f = _head(texts, summary)
+    rows = artifacts_kept(f["views"], f["messages"], f["synthetic"], f["targets"], dirs)
+    return {r["artifact"]: (r["kept"], r["forms"]) for r in rows.iter_rows(named=True)}
+
+
+CWD = pl.DataFrame({"session_id": ["s"], "cwd": ["/Users/u/cli"]})
+
+
+def test_the_forms_of_one_file_are_one_artifact_resolved_against_the_working_directory() -> None:
+    found = _kept(
+        [
+            "Read /Users/u/cli/cmd/entire/config.go and cmd/entire/config.go",
+            "then ./cmd/entire/config.go; config.go again; also .worktrees/t/cmd/entire/run.go",
+            "and cmd/entire/run.go, which is /Users/u/cli/cmd/entire/run.go",
+        ],
+        "Fixed `cmd/entire/config.go`.",
+        CWD,
+    )
+    assert found == {
+        "/Users/u/cli/cmd/entire/config.go": (
+            True,
+            [
+                "/Users/u/cli/cmd/entire/config.go",
+                "cmd/entire/config.go",
+                "./cmd/entire/config.go",
+                "config.go",
+            ],
+        ),
+        # two files: the worktree's, and the checkout's that the working directory resolves to
+        ".worktrees/t/cmd/entire/run.go": (False, [".worktrees/t/cmd/entire/run.go"]),
+        "/Users/u/cli/cmd/entire/run.go": (
+            False,
+            ["cmd/entire/run.go", "/Users/u/cli/cmd/entire/run.go"],
+        ),
+    }
+
+
+def test_without_a_recorded_directory_it_is_inferred_from_the_paths() -> None:
+    texts = ["/home/u/p/src/a.py, /home/u/p/lib/b.py, src/a.py and lib/b.py"]
+    f = _head(texts, "")
+    found = head_artifacts(f["views"], f["messages"])
+    assert working_dirs(found).rows() == [("s", "/home/u/p", "inferred")]
+    recorded = pl.DataFrame({"session_id": ["s"], "cwd": ["g:\\Repo\\"]})
+    assert working_dirs(found, recorded).rows() == [("s", "g:/Repo", "recorded")]
+    assert set(_kept(texts, "")) == {"/home/u/p/src/a.py", "/home/u/p/lib/b.py"}
+
+
+def test_a_path_said_from_a_sub_folder_is_the_one_file_it_is_a_tail_of() -> None:
+    found = _kept(["cmd/cli/checkpoint/id.go and checkpoint/id.go"], "", CWD)
+    assert list(found) == ["cmd/cli/checkpoint/id.go"]
+
+
+def test_a_file_name_two_files_share_stays_apart_and_names_neither() -> None:
+    found = _kept(["src/a/util.py, src/b/util.py and util.py"], "Edited util.py")
+    assert found == {
+        "src/a/util.py": (False, ["src/a/util.py"]),
+        "src/b/util.py": (False, ["src/b/util.py"]),
+        "util.py": (True, ["util.py"]),  # said as such: the summary gives it whole
+    }
+
+
+def test_a_name_counts_whole_and_a_tail_only_as_a_path_of_its_own() -> None:
+    texts = ["Read /x/src/gen/bad.py and /y/other/gen/bad.py and /z/cache.py"]
+    found = _kept(texts, "See src/gen/bad.py, mycache.py and lib/other/gen/bad.py")
+    assert {a: kept for a, (kept, _) in found.items()} == {
+        "/x/src/gen/bad.py": True,  # its tail src/gen/bad.py
+        "/y/other/gen/bad.py": False,  # other/gen/bad.py only at the end of a longer path
+        "/z/cache.py": False,  # not inside mycache.py
+    }
+
+
+def test_brace_lists_and_windows_separators_in_the_view_name_their_files() -> None:
+    texts = ["Read svc/gitlab/repos.py, svc/gitlab/prs.py and src/win/gen/about.py"]
+    found = _kept(texts, "Touched svc/gitlab/{repos.py, prs.py} and src\\win\\gen\\about.py")
+    assert all(kept for kept, _ in found.values()), found
+
+
+def test_a_codex_argument_list_is_a_command_run() -> None:
+    call = json.dumps(
+        [
+            {
+                "id": "c1",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["bash", "-lc", "pytest -x"]}),
+            }
+        ]
+    )
+    messages = pl.DataFrame(
+        {
+            "session_id": ["s"],
+            "idx": [0],
+            "role": ["assistant"],
+            "content": [""],
+            "tool_calls": [call],
+        }
+    )
+    assert reads_and_runs(messages).select("kind", "target").rows() == [("run", "pytest -x")]
