@@ -74,6 +74,9 @@ def session_started(
     }
     if "source_sha256" in imported.metadata:
         metadata["source_sha256"] = imported.metadata["source_sha256"]
+    cwd = imported.metadata.get("cwd")
+    if capture == "full" and isinstance(cwd, str) and cwd:  # the audit resolves paths by it
+        metadata["cwd"] = cwd
     if imported.started_at is not None:
         metadata["started_at"] = imported.started_at.isoformat()
     missing = missing_history_tokens(imported)
