@@ -56,6 +56,7 @@ from analytics.queries.frames import (
     turns_frame,
     views_frame,
 )
+from analytics.queries.ledger import ledger_frame
 from analytics.queries.materialize import Job, job_table
 from analytics.queries.materialize import refresh as refresh_jobs
 from analytics.queries.stats import COHORT_KEYS, cohorts, fleet_stats
@@ -72,11 +73,11 @@ from analytics.report.charts import (
     pareto_figure,
     survival_figure,
     survival_rows,
-    threshold_tokens,
     tier_counts_figure,
-    timeline_figure,
 )
 from analytics.report.cost_charts import turn_cost_figure
+from analytics.report.theme import THEME
+from analytics.report.timeline import threshold_tokens, timeline_figure
 from analytics.store import EventStore, Selection, redact_url, select
 from analytics.store.lending import StoreLender, lend_store
 from analytics.store.projector import IngestResult, Projector
@@ -101,6 +102,7 @@ __all__ = [
     "COHORT_KEYS",
     "COUNTERFACTUAL_JOB",
     "STRATEGY_KINDS",
+    "THEME",
     "THRESHOLDS",
     "TIER_COLOURS",
     "AnalyticsError",
@@ -151,6 +153,7 @@ __all__ = [
     "job_table",
     "lead_up_figure",
     "lead_ups_figure",
+    "ledger_frame",
     "lend_store",
     "load_runs",
     "load_summary",

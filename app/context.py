@@ -30,6 +30,7 @@ from analytics import (
     estimate_moves,
     fleet_stats,
     job_table,
+    ledger_frame,
     messages_frame,
     native_sessions,
     offloads_frame,
@@ -87,12 +88,32 @@ def _timeline(store: EventStore, sid: str | None) -> pl.DataFrame:
     return turn_timeline(turns_frame(store, scope), sessions_frame(store, scope))
 
 
+LEDGER_SHOWN = (
+    "invalidated_tokens",
+    "rewrite_cost",
+    "saved_after",
+    "break_even_turn",
+    "paid",
+    "never",
+    "necessary",
+    "grew",
+    "growth_tokens",
+    "growth_reason",
+    "rebound_turns",
+)
+"""The ledger's columns the timeline's markers carry (issue 31: its ledger on hover)."""
+
+
 def _markers(store: EventStore, sid: str | None) -> pl.DataFrame:
+    """The effective compactions by turn, with their tokens and their ledger."""
     scope = _session_list(sid)
     compactions = compactions_frame(store, scope)
     marks = compaction_turns(compactions, turns_frame(store, scope), sessions_frame(store, scope))
     sizes = compactions.select("id", "tokens_before", "tokens_after")
-    return marks.join(sizes, on="id", how="left", maintain_order="left")
+    ledger = ledger_frame(store, scope).select(pl.col("compaction_id").alias("id"), *LEDGER_SHOWN)
+    return marks.join(sizes, on="id", how="left", maintain_order="left").join(
+        ledger, on="id", how="left", maintain_order="left"
+    )
 
 
 def _retention(store: EventStore, sid: str | None) -> pl.DataFrame:

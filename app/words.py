@@ -63,6 +63,40 @@ def cohort_label(key: Mapping[str, Any]) -> str:
     return ", ".join(cohort_value(name, value) for name, value in key.items()) or "all sessions"
 
 
+def ledger_note(row: Mapping[str, Any]) -> str:
+    """What a compaction's ledger adds to its name in a list ("" when there is nothing to
+    add): whether it grew the context, whether it paid for itself."""
+    parts = []
+    if row.get("grew"):
+        parts.append(f"grew the context by {int(row.get('growth_tokens') or 0):,} tokens")
+    if row.get("paid") is True:
+        parts.append(f"paid for itself at turn {row.get('break_even_turn')}")
+    elif row.get("paid") is False:
+        parts.append("did not pay for itself")
+    return "".join(f" · {p}" for p in parts)
+
+
+def ledger_summary(markers: pl.DataFrame) -> str:
+    """One line over a session's compactions (``markers`` with ledger columns): how many
+    paid for themselves of those priced, how many grew the context."""
+    if markers.height == 0 or "paid" not in markers.columns:
+        return ""
+    priced = int(markers.get_column("paid").is_not_null().sum())
+    paid = int(markers.get_column("paid").fill_null(value=False).sum())
+    grew = int(markers.get_column("grew").fill_null(value=False).sum())
+    said = (
+        f"{paid:,} of {plural(priced, 'priced compaction')} paid for themselves"
+        if priced
+        else "No compaction's turns are priced yet, so none has a ledger"
+    )
+    ringed = f"{plural(grew, 'compaction')} grew the context (ringed)" if grew else "none grew"
+    return (
+        f"{said}; {ringed}. Point at a marker for its ledger: the cached prefix it "
+        "invalidated, what the rewrite cost, what the turns after it saved, and the turn it "
+        "paid for itself at."
+    )
+
+
 def fix_text(words: str) -> str:
     """A fix in words (``fix_words``, a group's ``fix.words``) as the app says it: where the
     command line names the flag that computes the counterfactuals, the page names its own

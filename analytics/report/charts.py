@@ -3,10 +3,11 @@
 Shared by the app's pages and ``compactlens report`` (which is why they live in analytics: the
 app may import analytics, never the other way round).
 
-Every figure has a title that says what it shows and axis titles with units; tiers keep the same
-colour on every chart. The frames are the analytics jobs' outputs (``turn_timeline``,
-``compaction_turns``, ``compression_by_tier``, ``anchor_survival``, the post-mortem frames, the
-tuning strategies); these functions only draw them.
+Every figure has a title that says what it shows and axis titles with units, and the look the
+app and the report share (``theme.THEME``); tiers keep the same colour on every chart. The
+session timeline is ``analytics.report.timeline``'s. The frames are the analytics jobs'
+outputs (``compression_by_tier``, ``anchor_survival``, the post-mortem frames, the tuning
+strategies); these functions only draw them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
+
+from analytics.report.theme import THEME
 
 TIER_COLOURS: dict[str, str] = {
     "WARN": "#d4a017",
@@ -28,7 +31,9 @@ THRESHOLDS = ("warn", "soft", "full", "emergency")
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    """The shared look (``THEME``), the title and the axis titles (with units)."""
     fig.update_layout(
+        template=THEME,
         title={"text": title},
         xaxis_title=x,
         yaxis_title=y,
@@ -38,135 +43,16 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
     return fig
 
 
-def threshold_tokens(
-    thresholds: Mapping[str, float], window: int, reserve: int
-) -> dict[str, float]:
-    """The view size (tokens) at which each tier fires: ratio = (tokens + reserve) / window."""
-    return {name: thresholds[name] * window - reserve for name in THRESHOLDS if name in thresholds}
+def styled(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    """``fig`` with the shared look, ``title`` and the axis titles ``x`` and ``y``."""
+    return _layout(fig, title, x, y)
 
 
-def timeline_figure(
-    turns: pl.DataFrame,
-    markers: pl.DataFrame,
-    *,
-    thresholds: Mapping[str, float],
-    window: int,
-    reserve: int = 0,
-    title: str = "Context tokens per turn",
-    notes: pl.DataFrame | None = None,
-) -> go.Figure:
-    """Tokens of the view sent each turn (``turn_timeline`` rows), the uncompacted history,
-    threshold bands from Warn up, and one marker trace per tier at each compaction (rows of
-    ``compaction_turns``: turn, tokens_before, tier_name, id in customdata). The y axis holds
-    the window, every view and every marker. ``notes`` (turn, tokens, text) are drawn as
-    arrows, e.g. where the estimator learned a prompt the provider counted."""
-    fig = _turn_lines(turns)
-    _bands(fig, threshold_tokens(thresholds, window, reserve), window)
-    after_last = int(turns.get_column("turn").max() or 0) + 1  # type: ignore[arg-type]
-    for tier in TIERS:
-        rows = markers.filter(pl.col("tier_name") == tier) if markers.height else markers
-        if rows.height == 0:
-            continue
-        at = rows.get_column("turn").to_list()
-        fig.add_trace(
-            go.Scatter(
-                # a compaction after the last turn has no turn: drawn just after it
-                x=[after_last if t is None else t for t in at],
-                y=rows.get_column("tokens_before").to_list(),
-                mode="markers",
-                name=tier,
-                marker={"color": TIER_COLOURS[tier], "size": 11, "symbol": "diamond"},
-                customdata=rows.get_column("id").to_list(),
-                hovertext=[
-                    f"{tier} {'after the last turn' if t is None else f'at turn {t}'}" for t in at
-                ],
-                hovertemplate="%{hovertext}<br>%{y} tokens before<extra></extra>",
-            )
-        )
-    fig.update_yaxes(range=[0, _y_top(turns, markers, window)])
-    _whole_turns(fig, turns.get_column("turn"))
-    if notes is not None:
-        _notes(fig, notes)
-    return _layout(fig, title, "turn (model call)", "tokens")
-
-
-def _whole_turns(fig: go.Figure, turns: pl.Series) -> None:
+def whole_turns(fig: go.Figure, turns: pl.Series) -> None:
     """Turns are whole numbers: over a short span, one tick per turn instead of 1, 1.5, 2."""
     values = turns.drop_nulls()
     if values.len() and int(values.max()) - int(values.min()) <= 15:  # type: ignore[arg-type]
         fig.update_xaxes(dtick=1)
-
-
-def _y_top(turns: pl.DataFrame, markers: pl.DataFrame, window: int) -> float:
-    """The top of the y axis: above the window, every view sent and every compaction marker
-    (a compaction's ``tokens_before`` is its own estimate of the history it started from, which
-    can be far above any view sent: an Emergency at 62,033 tokens on a 16k window)."""
-    values = [float(window), *(float(v) for v in turns.get_column("tokens").drop_nulls())]
-    if markers.height and "tokens_before" in markers.columns:
-        values += [float(v) for v in markers.get_column("tokens_before").drop_nulls()]
-    return max(values) * 1.08
-
-
-def _notes(fig: go.Figure, notes: pl.DataFrame) -> None:
-    """An arrow and a short text at each note's turn and tokens (``turn``, ``tokens``,
-    ``text`` columns): the text below and right of the point, away from the threshold labels
-    at the top left of their lines, at two depths so neighbouring notes do not overlap."""
-    for i, row in enumerate(notes.iter_rows(named=True)):
-        fig.add_annotation(
-            x=row["turn"],
-            y=row["tokens"],
-            text=str(row["text"]),
-            showarrow=True,
-            arrowhead=2,
-            ax=90,
-            ay=60 if i % 2 == 0 else 100,
-            bgcolor="rgba(255,255,255,0.85)",
-            bordercolor="#1f77b4",
-            font={"size": 11},
-        )
-
-
-def _turn_lines(turns: pl.DataFrame) -> go.Figure:
-    """The view sent each turn, and the uncompacted history (hidden until asked for)."""
-    fig = go.Figure()
-    fig.add_trace(_line(turns, "tokens", "view sent", {"color": "#1f77b4"}))
-    if (
-        "history_tokens" in turns.columns
-        and turns.get_column("history_tokens").null_count() < turns.height
-    ):
-        history = {"color": "#999999", "dash": "dot"}
-        trace = _line(turns, "history_tokens", "uncompacted history", history)
-        fig.add_trace(trace.update(visible="legendonly"))
-    return fig
-
-
-def _line(turns: pl.DataFrame, column: str, name: str, line: dict[str, str]) -> go.Scatter:
-    """``column`` per turn as a line."""
-    return go.Scatter(
-        x=turns.get_column("turn").to_list(),
-        y=turns.get_column(column).to_list(),
-        mode="lines",
-        name=name,
-        line=line,
-    )
-
-
-def _bands(fig: go.Figure, levels: Mapping[str, float], window: int) -> None:
-    """Shaded bands between consecutive thresholds, the last one up to the window."""
-    names = [n for n in THRESHOLDS if n in levels]
-    for i, name in enumerate(names):
-        top = levels[names[i + 1]] if i + 1 < len(names) else float(window)
-        colour = TIER_COLOURS[name.upper()]
-        fig.add_hrect(y0=levels[name], y1=top, fillcolor=colour, opacity=0.08, line_width=0)
-        fig.add_hline(
-            y=levels[name],
-            line={"color": colour, "width": 1, "dash": "dash"},
-            annotation_text=f"{name.upper()} {levels[name]:,.0f}",
-            annotation_position="top left",
-        )
-    fig.add_hline(
-        y=window, line={"color": "#000000", "width": 1}, annotation_text=f"window {window:,}"
-    )
 
 
 def tier_counts_figure(by_tier: Mapping[str, int]) -> go.Figure:
@@ -258,7 +144,7 @@ def lead_up_figure(lead_up: pl.DataFrame, thresholds: Mapping[str, float]) -> go
                 annotation_text=name.upper(),
             )
     if lead_up.height:
-        _whole_turns(fig, lead_up.get_column("turn"))
+        whole_turns(fig, lead_up.get_column("turn"))
     return _layout(
         fig, "Lead-up to the emergency", "turn (model call)", "ratio of the window (0–1)"
     )

@@ -12,6 +12,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from analytics.report.theme import THEME
+
 SPLIT_COLOURS = {
     "cache_read_tokens": ("cache read (predicted)", "#2e86c1"),
     "cache_write_tokens": ("cache write (predicted)", "#e67e22"),
@@ -51,6 +53,7 @@ def turn_cost_figure(rows: pl.DataFrame, currency: str) -> go.Figure:
         secondary_y=True,
     )
     fig.update_layout(
+        template=THEME,
         barmode="stack",
         title={"text": f"Prompt tokens per turn by cache use, and cost per turn ({currency})"},
         margin={"l": 60, "r": 60, "t": 60, "b": 50},

@@ -113,7 +113,7 @@ def _group(
     rep = by_id[str(group["representative"]["compaction_id"])]
     cid = str(rep["compaction_id"])
     lead = pl.DataFrame(rep["lead_up"], schema={"turn": pl.Int64, "ratio": pl.Float64})
-    st.plotly_chart(lead_up_figure(lead, thresholds), key=f"lead_{cid}")
+    st.plotly_chart(lead_up_figure(lead, thresholds), key=f"lead_{cid}", theme=None)
     top_schema = {
         "history_index": pl.Int64,
         "role": pl.String,

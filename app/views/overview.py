@@ -226,11 +226,13 @@ def _cohorts(groups: list[dict[str, Any]]) -> None:
 def _charts(stats: dict[str, Any], name: str) -> None:
     """The chosen scope's compactions per tier, compression ratios and anchor survival."""
     left, right = st.columns(2)
-    left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]), key="tiers")
+    left.plotly_chart(tier_counts_figure(stats["compactions"]["by_tier"]), key="tiers", theme=None)
     ratios = compression_rows(stats.get("compression") or {})
-    right.plotly_chart(compression_figure(ratios), key="ratios")
+    right.plotly_chart(compression_figure(ratios), key="ratios", theme=None)
     survival = survival_rows(stats.get("anchor_retention") or {})
-    st.plotly_chart(survival_figure(survival, f"Anchor survival, {name}"), key="survival")
+    st.plotly_chart(
+        survival_figure(survival, f"Anchor survival, {name}"), key="survival", theme=None
+    )
 
 
 def render() -> None:

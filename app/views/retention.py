@@ -72,7 +72,7 @@ def _show(detail: pl.DataFrame, drops: pl.DataFrame, title: str, sid: str | None
         scope = "this session" if sid else "the fleet"
         st.info(empty_reason(read("coverage", sid), scope))
     else:
-        st.plotly_chart(survival_figure(survival, title))
+        st.plotly_chart(survival_figure(survival, title), theme=None)
     _drops(drops)
 
 

@@ -1,11 +1,15 @@
 """Timeline (``/timeline?session=ID``): context tokens per turn against the session's own
-thresholds, with every compaction as a marker coloured by tier.
+thresholds, with every compaction as a marker coloured by tier that shows its ledger on hover.
 
 The turns come from ``turn_timeline`` (one per ``view_prepared``), the markers from
-``compaction_turns``; the bands sit at the session's thresholds times its window, less its
-reserve. Where the line jumps because a usage report moved the estimate (``estimate_moves``: a
-calibrated estimator learning the harness's hidden prompt), the turn is annotated and the note
-says why under the chart. Selecting a marker (or following its link below the chart) opens the
+``compaction_turns`` joined with ``ledger_frame`` (issue 31: the cached prefix a compaction
+invalidated, its rewrite cost, what the turns after it saved and the turn it paid for itself
+at; whether it grew the context, ringed on the chart and said in its link). The bands sit at
+the session's thresholds times its window, less its reserve, labelled in the right margin; the
+y axis holds the window and the line, not the markers (``analytics.report.timeline``). Where
+the line jumps because a usage report moved the estimate (``estimate_moves``: a calibrated
+estimator learning the harness's hidden prompt), the turn is annotated and the note says why
+under the chart. Selecting a marker (or following its link below the chart) opens the
 compaction's diff. Below it, the cost per turn: the prompt split into predicted cache reads,
 cache writes and uncached tokens (the costs job's) beside the cache reads the provider
 reported, with the cost on a second axis in the profile's currency.
@@ -21,7 +25,13 @@ import streamlit as st
 from analytics import THRESHOLDS, timeline_figure, turn_cost_figure
 from app.context import frame, known_session, session_ids
 from app.widgets import EMPTY_STORE, PAGE_FILES, link, marker_label, paginate, pick
-from app.words import missing_history_sentence, move_sentence, plural
+from app.words import (
+    ledger_note,
+    ledger_summary,
+    missing_history_sentence,
+    move_sentence,
+    plural,
+)
 
 MAX_NOTES = 5  # arrows on the chart; every move is still said under it
 
@@ -61,7 +71,16 @@ def _marker_links(sid: str, markers: pl.DataFrame) -> None:
         return
     page = paginate(markers, "markers_page", page_size=20)
     for row in page.iter_rows(named=True):
-        link("diff", f"{marker_label(row)} (open diff)", session=sid, compaction=str(row["id"]))
+        label = f"{marker_label(row)}{ledger_note(row)} (open diff)"
+        link("diff", label, session=sid, compaction=str(row["id"]))
+
+
+def _currency(sid: str) -> str:
+    """The currency this session's turns are priced in (its ledger's), "" when unpriced."""
+    rows = frame("turn_costs", sid)
+    if rows.height == 0 or "currency" not in rows.columns:
+        return ""
+    return str(rows.get_column("currency").drop_nulls().first() or "")
 
 
 def _costs(sid: str) -> None:
@@ -73,7 +92,7 @@ def _costs(sid: str) -> None:
     currency = str(priced.get_column("currency").drop_nulls().first() or "USD")
     profile = str(priced.get_column("profile").drop_nulls().first())
     total = float(priced.get_column("cost").sum())
-    st.plotly_chart(turn_cost_figure(priced, currency), key="cost_chart")
+    st.plotly_chart(turn_cost_figure(priced, currency), key="cost_chart", theme=None)
     st.caption(
         f"price profile {profile} · cost {total:,.4f} {currency} over "
         f"{plural(priced.height, 'turn')} "
@@ -109,12 +128,15 @@ def render() -> None:
         reserve=reserve,
         title=f"Context tokens per turn ({plural(turns.height, 'turn')}, window {window:,})",
         notes=_notes(moves) if moves.height else None,
+        currency=_currency(sid),
     )
-    event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="timeline_chart")
+    event = st.plotly_chart(
+        fig, on_select="rerun", selection_mode="points", key="timeline_chart", theme=None
+    )
     chosen = _selected(event)
     if chosen is not None:
         st.switch_page(PAGE_FILES["diff"], query_params={"session": sid, "compaction": chosen})
-    st.caption("Select a marker to open that compaction's diff.")
+    st.caption(f"{ledger_summary(markers)} Select a marker to open that compaction's diff.")
     for row in moves.iter_rows(named=True):
         st.info(move_sentence(row))
     _costs(sid)

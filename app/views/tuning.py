@@ -98,7 +98,7 @@ def _show_run(run: dict[str, object], trials: pl.DataFrame) -> None:
         st.info("This run has no finished trial on its held-back sessions yet.")
         return
     x = "cost" if summary is not None and summary.get("objective") == "cost" else "tokens_billed"
-    st.plotly_chart(pareto_figure(table, front, x), key=f"pareto_{run_id}")
+    st.plotly_chart(pareto_figure(table, front, x), key=f"pareto_{run_id}", theme=None)
     st.dataframe(table if summary else table.sort("tokens_billed"), hide_index=True)
     st.text("Pareto front: " + ", ".join(front))
     if summary is not None:

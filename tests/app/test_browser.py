@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
@@ -287,25 +288,64 @@ PLOT = """
 const gd = document.querySelector('.js-plotly-plot');
 if (!gd || !gd._fullLayout || !gd._fullLayout.yaxis) return null;
 const area = gd.querySelector('.nsewdrag').getBoundingClientRect();
-const points = Array.from(gd.querySelectorAll('g.trace.scatter path.point')).map(p => {
-  const b = p.getBoundingClientRect(); return b.top + b.height / 2; });
-return {range: gd._fullLayout.yaxis.range, top: area.top, bottom: area.bottom, points: points};
+const tiers = ['WARN', 'SOFT', 'FULL', 'EMERGENCY'];
+const points = Array.from(gd.querySelectorAll('g.trace.scatter'))
+  .filter(g => g.__data__ && tiers.includes(g.__data__[0].trace.name))
+  .flatMap(g => Array.from(g.querySelectorAll('path.point')))
+  .map(p => { const b = p.getBoundingClientRect(); return b.top + b.height / 2; });
+const labels = Array.from(gd.querySelectorAll('g.annotation'))
+  .filter(a => /^(WARN|SOFT|FULL|EMERGENCY|window) [0-9,]+$/.test(a.textContent))
+  .map(a => { const b = a.querySelector('text').getBoundingClientRect();
+    return {text: a.textContent, top: b.top, bottom: b.bottom, left: b.left, right: b.right}; });
+return {range: gd._fullLayout.yaxis.range, top: area.top, bottom: area.bottom, points: points,
+        labels: labels};
 """
 
 
-def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: FindingsServed) -> None:
+VERIFIED = "a session with a verified fix"
+
+
+def _verified(found: FindingsHome) -> str:
+    """The first session whose post-mortems hold a verified smallest change (which session
+    that is follows the counterfactual search, not this test)."""
+    sessions = [str(p["session_id"]) for p in found.postmortems if p["smallest_change_verified"]]
+    assert sessions, "no verified fix in the store: the page check would prove nothing"
+    return sorted(sessions)[0]
+
+
+def _overlapping(labels: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The pairs of labels whose boxes on screen intersect."""
+    return [
+        (a["text"], b["text"])
+        for i, a in enumerate(labels)
+        for b in labels[i + 1 :]
+        if a["top"] < b["bottom"]
+        and b["top"] < a["bottom"]
+        and a["left"] < b["right"]
+        and b["left"] < a["right"]
+    ]
+
+
+def test_the_timeline_axis_holds_the_line_draws_every_marker_and_no_label_covers_another(
+    findings: FindingsServed,
+) -> None:
     sid = findings.found.session("fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70")
     truth = findings.found.effective[sid]
     highest = max(r["tokens_before"] for r in truth)
+    line = max(16_000, findings.found.view_peak[sid])
+    assert highest > 1.08 * line  # the Emergency estimated far above everything it sent
     findings.open("/timeline", session=sid)
     page_text(findings.driver, "Context tokens per turn", "(open diff)")
     wait_for(lambda: findings.driver.execute_script(PLOT) is not None, DEADLINE_S, "the chart")
 
     plot = findings.driver.execute_script(PLOT)
 
-    assert plot["range"][1] > highest  # the y axis holds the highest compaction
+    assert line < plot["range"][1] < highest  # the y axis holds the line, not that marker
     assert len(plot["points"]) == len(truth)  # one marker per compaction listed
     assert all(plot["top"] <= y <= plot["bottom"] for y in plot["points"])  # all on the plot
+    names = sorted(label["text"].split()[0] for label in plot["labels"])
+    assert names == sorted(["WARN", "SOFT", "FULL", "EMERGENCY", "window"])
+    assert not _overlapping(plot["labels"])
     screenshot(findings.driver, "timeline-highest-marker")
 
 
@@ -321,7 +361,7 @@ def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: Finding
         (
             "emergencies-findings",
             "/emergencies",
-            "fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:60dade70",
+            VERIFIED,
             ("the one shown below", "Verified: replaying", "what it changes"),
         ),
         (
@@ -342,7 +382,8 @@ def test_the_timeline_draws_its_highest_marker_inside_the_plot(findings: Finding
 def test_findings_pages_render_and_say_what_they_found(
     findings: FindingsServed, name: str, path: str, prefix: str, expected: tuple[str, ...]
 ) -> None:
-    findings.open(path, session=findings.found.session(prefix))
+    sid = _verified(findings.found) if prefix == VERIFIED else findings.found.session(prefix)
+    findings.open(path, session=sid)
 
     page_text(findings.driver, *expected)
     assert not exception_boxes(findings.driver)

@@ -51,18 +51,25 @@ def chart(at: AppTest, index: int = 0) -> dict[str, Any]:
     return spec
 
 
-def test_the_timeline_y_axis_holds_every_compaction_marker(found: FindingsHome) -> None:
+def test_the_timeline_y_axis_holds_the_line_and_draws_every_marker_on_it(
+    found: FindingsHome,
+) -> None:
     sid = found.session(SIDECHAIN)
     truth = found.effective[sid]
     highest = max(r["tokens_before"] for r in truth)
-    assert highest > 1.08 * max(WINDOW, found.view_peak[sid])  # above where the axis stopped
+    line = max(WINDOW, found.view_peak[sid])
+    assert highest > 1.08 * line  # a marker far above the line and the window
 
     spec = chart(open_page("timeline", session=sid))
 
     low, high = spec["layout"]["yaxis"]["range"]
-    drawn = [y for t in spec["data"] if t.get("mode") == "markers" for y in t["y"]]
+    tiers = [t for t in spec["data"] if t.get("name") in TIERS.values()]
+    drawn = [y for t in tiers for y in t["y"]]
     assert len(drawn) == len(truth)  # every compaction listed is drawn
-    assert low <= 0 < highest < high and max(drawn) == highest
+    assert low <= 0 and line < high < highest  # the axis is the line's, not the marker's
+    assert all(low <= y < high for y in drawn)  # and every marker is on it
+    hovers = " ".join(h for t in tiers for h in t["hovertext"])
+    assert f"{highest:,} → " in hovers and "above the chart" in hovers
 
 
 def test_the_timeline_says_why_the_line_jumps_when_the_estimator_learns_the_hidden_prompt(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.report.charts import billing_figure, lead_ups_figure, pareto_figure, timeline_figure
+from analytics.report.charts import billing_figure, lead_ups_figure, pareto_figure
 
 
 def test_billing_figure_draws_the_largest_sessions_billed_and_uncompacted() -> None:
@@ -85,45 +85,6 @@ def test_lead_up_lines_are_named_by_session_turn_and_cause() -> None:
     assert fig.layout.shapes[0].y0 == 0.95  # the Emergency threshold is drawn
 
 
-def _timeline_inputs(marker_tokens: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Ten turns under 16k, and markers whose highest ``tokens_before`` is ``marker_tokens``
-    (a compaction's own estimate of the history it started from can exceed any view sent)."""
-    turns = pl.DataFrame(
-        {"turn": list(range(1, 11)), "tokens": [1_000 * t for t in range(1, 11)]},
-    )
-    markers = pl.DataFrame(
-        {
-            "turn": [4, 7, 9],
-            "tokens_before": [9_800, 12_500, marker_tokens],
-            "tier_name": ["SOFT", "FULL", "EMERGENCY"],
-            "id": ["c1", "c2", "c3"],
-        }
-    )
-    return turns, markers
-
-
-def test_the_timeline_y_range_holds_the_highest_marker() -> None:
-    turns, markers = _timeline_inputs(62_033)  # the issue's Emergency drawn above the plot
-    thresholds = {"warn": 0.6, "soft": 0.7, "full": 0.8, "emergency": 0.95}
-
-    fig = timeline_figure(turns, markers, thresholds=thresholds, window=16_000)
-
-    low, high = fig.layout.yaxis.range
-    drawn = [y for trace in fig.data if trace.mode == "markers" for y in trace.y]
-    assert len(drawn) == markers.height  # every compaction listed is a marker
-    highest = max(markers.get_column("tokens_before").to_list() + turns["tokens"].to_list())
-    assert low <= 0 and high > highest  # and every marker is inside the plotted range
-    assert all(low <= y < high for y in drawn)
-
-
-def test_the_timeline_y_range_still_holds_the_window_when_markers_are_low() -> None:
-    turns, markers = _timeline_inputs(13_000)
-
-    fig = timeline_figure(turns, markers, thresholds={"warn": 0.6}, window=16_000)
-
-    assert fig.layout.yaxis.range[1] > 16_000  # the window line stays on the chart
-
-
 def test_pareto_front_names_are_never_drawn_as_text_that_can_overlap() -> None:
     # six front strategies within 1% of each other: text labels would pile into one blob
     names = [f"progressive warn=0.{5 + i} soft=0.7 full=0.8" for i in range(6)]
@@ -144,32 +105,3 @@ def test_pareto_front_names_are_never_drawn_as_text_that_can_overlap() -> None:
     assert [n for n in named if n in front] == front  # each front strategy named once, in order
     others = next(t for t in fig.data if t.name == "other strategies")
     assert sorted(others.hovertext) == ["masking", "truncate"]  # the rest: hover only
-
-
-def test_a_compaction_after_the_last_turn_is_drawn_after_it() -> None:
-    turns, markers = _timeline_inputs(14_000)
-    late = pl.DataFrame(
-        {"turn": [None], "tokens_before": [15_000], "tier_name": ["FULL"], "id": ["c4"]},
-        schema=markers.schema,
-    )
-
-    fig = timeline_figure(turns, pl.concat([markers, late]), thresholds={}, window=16_000)
-
-    full = next(t for t in fig.data if t.name == "FULL")
-    assert list(full.x) == [7, 11] and list(full.customdata) == ["c2", "c4"]
-    assert "after the last turn" in full.hovertext[1]
-
-
-def test_notes_are_drawn_as_arrows_at_their_turn() -> None:
-    turns, markers = _timeline_inputs(14_000)
-    notes = pl.DataFrame({"turn": [2], "tokens": [2_000], "text": ["provider counted 15,553"]})
-
-    fig = timeline_figure(turns, markers, thresholds={}, window=16_000, notes=notes)
-
-    (note,) = fig.layout.annotations[-1:]
-    assert (note.x, note.y, note.text, note.showarrow) == (
-        2,
-        2_000,
-        "provider counted 15,553",
-        True,
-    )
