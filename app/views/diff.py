@@ -4,12 +4,16 @@ summarised and dropped, side by side, with its anchors against the previous comp
 The before and after views are the ``compaction_views`` rows (message references with a status);
 text comes from the content-addressed message blobs, by hash (history messages, the system
 prompt, and the synthetic messages this or an earlier compaction created). The anchors' item
-statuses are ``retention_detail``'s; the record is the ``compactions`` row. All content is shown
-with ``st.text``/``st.code``: never as HTML.
+statuses are ``retention_detail``'s; the record is the ``compactions`` row. A message's tool
+calls (``messages.tool_calls``) are shown under its text: an assistant message that only
+called tools shows its calls, not an empty body. "changed only" hides the messages the
+compaction kept as they were, so that an offload of 3 messages among 106 shows those 3. All
+content is shown with ``st.text``/``st.code``: never as HTML.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import polars as pl
@@ -32,7 +36,18 @@ STATUS_COLOURS = {
 PREVIEW_CHARS = 1_200
 
 
-def _message(row: dict[str, Any]) -> None:
+UNCHANGED = ("kept", "system")
+"""Statuses of messages a compaction left as they were: what "changed only" hides."""
+
+
+def _preview(text: str) -> str:
+    more = len(text) - PREVIEW_CHARS
+    return text[:PREVIEW_CHARS] + (f"\n… {more:,} more characters" if more > 0 else "")
+
+
+def _message(row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    """One message: its status, where it comes from, its text, and the tools it called (an
+    assistant message that only calls tools has no text: its calls are what it said)."""
     status = str(row["status"])
     where = f"history #{row['history_index']}"
     if row["history_index"] is None:
@@ -40,23 +55,56 @@ def _message(row: dict[str, Any]) -> None:
     st.badge(status.upper(), color=STATUS_COLOURS.get(status, "gray"))  # type: ignore[arg-type]
     st.caption(f"{row['position']}. {row['role']} · {where} · {row['bytes']:,} bytes")
     text = row["content"]
-    if text is None:
+    if text is None and not calls:
         st.text("(no text stored: the session was captured as metadata)")
-        return
-    more = len(text) - PREVIEW_CHARS
-    st.text(text[:PREVIEW_CHARS] + (f"\n… {more:,} more characters" if more > 0 else ""))
+    elif text:
+        st.text(_preview(str(text)))
+    elif calls:
+        st.caption(f"no text: this message only calls {plural(len(calls), 'tool')}")
+    for call in calls:
+        st.code(
+            _preview(f"{call.get('name') or 'tool'}({call.get('arguments') or ''})"),
+            language=None,
+            wrap_lines=True,
+        )
 
 
-def _side(column: Any, views: pl.DataFrame, side: str) -> None:
+def _side(
+    column: Any,
+    views: pl.DataFrame,
+    side: str,
+    calls: dict[int, list[dict[str, Any]]],
+    *,
+    changed_only: bool,
+) -> None:
     rows = views.filter(pl.col("side") == side).sort("position")
     with column:
         counts = rows.group_by("status").len().sort("status")
         summary = ", ".join(f"{n} {s}" for s, n in counts.iter_rows())
         st.subheader(f"{side.capitalize()}: {plural(rows.height, 'message')}")
         st.caption(summary)
+        if changed_only:
+            shown = rows.filter(~pl.col("status").is_in(UNCHANGED))
+            hidden = rows.height - shown.height
+            st.caption(f"{plural(hidden, 'unchanged message')} hidden (kept as they were)")
+            rows = shown
         for row in paginate(rows, f"{side}_page", page_size=30).iter_rows(named=True):
+            index = row["history_index"]
             with st.container(border=True):
-                _message(row)
+                _message(row, calls.get(int(index), []) if index is not None else [])
+
+
+def _tool_calls(sid: str) -> dict[int, list[dict[str, Any]]]:
+    """The tool calls of each history message of the session that made some (by index)."""
+    messages = frame("messages", sid)
+    if messages.height == 0 or "tool_calls" not in messages.columns:
+        return {}
+    out: dict[int, list[dict[str, Any]]] = {}
+    for index, raw in messages.select("idx", "tool_calls").iter_rows():
+        calls = json.loads(raw) if raw else []
+        if isinstance(calls, list) and calls:
+            out[int(index)] = [c for c in calls if isinstance(c, dict)]
+    return out
 
 
 def _anchors(sid: str, cid: str, previous: str | None) -> None:
@@ -149,9 +197,17 @@ def render() -> None:
         with nav[2]:
             link("diff", "next compaction", session=sid, compaction=following)
     views = frame("compaction_view", f"{sid}\n{cid}")
+    unchanged = int(views.get_column("status").is_in(UNCHANGED).sum()) if views.height else 0
+    changed_only = st.toggle(
+        "changed only",
+        key="changed_only",
+        help=f"Hide the {plural(unchanged, 'message')} this compaction kept as they were, and "
+        "show only what it offloaded, summarised, dropped, changed or created.",
+    )
+    calls = _tool_calls(sid)
     left, right = st.columns(2)
-    _side(left, views, "before")
-    _side(right, views, "after")
+    _side(left, views, "before", calls, changed_only=changed_only)
+    _side(right, views, "after", calls, changed_only=changed_only)
     _anchors(sid, cid, previous)
     _record(record)
 
