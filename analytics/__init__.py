@@ -21,6 +21,7 @@ from analytics.extras import MissingExtraError
 from analytics.jobs.anchor_matching import ANCHOR_ORDER
 from analytics.jobs.compression import compression_by_tier
 from analytics.jobs.explanations import drop_reason_words, fix_words
+from analytics.jobs.memory import survival_by_compactions
 from analytics.jobs.offloads import offload_read_backs
 from analytics.jobs.postmortem import PostmortemFrames, postmortem_frames
 from analytics.jobs.retention import anchor_survival, retention_detail, silent_drops
@@ -70,6 +71,7 @@ from analytics.report.charts import (
     contributors_figure,
     lead_up_figure,
     lead_ups_figure,
+    memory_figure,
     pareto_figure,
     survival_figure,
     survival_rows,
@@ -157,6 +159,7 @@ __all__ = [
     "lend_store",
     "load_runs",
     "load_summary",
+    "memory_figure",
     "messages_frame",
     "native_sessions",
     "offload_read_backs",
@@ -179,6 +182,7 @@ __all__ = [
     "session_summaries",
     "sessions_frame",
     "silent_drops",
+    "survival_by_compactions",
     "survival_figure",
     "survival_rows",
     "synthetic_frame",

@@ -43,6 +43,7 @@ from analytics import (
     session_summaries,
     sessions_frame,
     silent_drops,
+    survival_by_compactions,
     synthetic_frame,
     system_prompt,
     turn_cost_rows,
@@ -136,6 +137,24 @@ def _silent_drops(store: EventStore, sid: str | None) -> pl.DataFrame:
     return silent_drops(detail, compactions_frame(store, scope), turns_frame(store, scope))
 
 
+def _memory(detail: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Survival by the number of compactions gone through, of all items and per anchor type
+    (``retention --json``'s ``survival_by_compactions`` and ``..._by_type``)."""
+    return {
+        "all": survival_by_compactions(detail),
+        "by_type": survival_by_compactions(detail, by_type=True),
+    }
+
+
+def _memory_fleet(store: EventStore) -> dict[str, pl.DataFrame]:
+    """The fleet's curves, from the materialised retention detail of live sessions."""
+    detail = job_table(store, "job_retention_detail")
+    if detail.height:
+        live = sessions_frame(store).filter(pl.col("deleted_at").is_null())
+        detail = detail.filter(pl.col("session_id").is_in(live.get_column("session_id").to_list()))
+    return _memory(detail)
+
+
 def _cohort_of(store: EventStore, key: str | None) -> pl.DataFrame:
     """Each live session's value of cohort ``key`` (as ``stats --by`` groups them), in words
     (``cohort_value``: an import's window is "no window") in a column named ``key``: what
@@ -178,6 +197,8 @@ READS: dict[str, Read] = {
     "estimate_moves": lambda s, sid: estimate_moves(s, sid or ""),
     "retention_fleet": lambda s, _: retention_status_rows(s),
     "silent_drops_fleet": lambda s, _: job_table(s, "job_silent_drops"),
+    "memory": lambda s, sid: _memory(_retention(s, sid)),
+    "memory_fleet": lambda s, _: _memory_fleet(s),
 }
 
 

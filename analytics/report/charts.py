@@ -125,6 +125,48 @@ def survival_figure(survival: pl.DataFrame, title: str = "Anchor survival") -> g
     return _layout(fig, title, "anchor type", "share of items (0–1)")
 
 
+def memory_figure(
+    curve: pl.DataFrame, by_type: pl.DataFrame | None = None, title: str = "Memory"
+) -> go.Figure:
+    """Survival by the number of compactions gone through (``survival_by_compactions`` rows:
+    compactions, items, survived; ``by_type`` the same per anchor type): the share of items
+    still present after k compactions, one line for all items and one per anchor type, with
+    how many items each point stands on in its hover."""
+    fig = go.Figure()
+    lines = [("all items", curve, {"width": 3, "color": "#31333f"})]
+    if by_type is not None and by_type.height:
+        for (name,), rows in by_type.sort("anchor_type").group_by(
+            "anchor_type", maintain_order=True
+        ):
+            lines.append((str(name), rows, {"width": 1.5}))
+    for name, rows, line in lines:
+        rows = rows.sort("compactions")
+        items = rows.get_column("items").to_list()
+        survived = rows.get_column("survived").to_list()
+        fig.add_trace(
+            go.Scatter(
+                x=rows.get_column("compactions").to_list(),
+                y=[s / n if n else None for s, n in zip(survived, items, strict=True)],
+                mode="lines+markers",
+                name=name,
+                line=line,
+                customdata=[[s, n] for s, n in zip(survived, items, strict=True)],
+                hovertemplate=f"{name}<br>after %{{x}} compaction(s): %{{customdata[0]}} of "
+                "%{customdata[1]} items still present<extra></extra>",
+            )
+        )
+    fig.update_layout(yaxis_range=[0, 1.05])
+    whole_turns(
+        fig, curve.get_column("compactions") if curve.height else pl.Series([], dtype=pl.Int64)
+    )
+    return _layout(
+        fig,
+        title,
+        "compactions the items went through (count)",
+        "share of items still present (0–1)",
+    )
+
+
 def lead_up_figure(lead_up: pl.DataFrame, thresholds: Mapping[str, float]) -> go.Figure:
     """The per-turn ratio before an emergency (post-mortem ``lead_up`` rows), with the
     session's thresholds as lines."""

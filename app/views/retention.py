@@ -6,7 +6,10 @@ like them later), as a table naming the compactions by turn and tier with the re
 (``drop_reason_words``), each linking to the diff of the compaction that dropped it. Without a
 session, the fleet's materialised retention tables; with one, that session's items. When there
 is nothing to draw, ``anchor_coverage`` says why (no compaction yet, metadata capture, no
-summarising compaction, every summary failed, ...) instead of an empty chart.
+summarising compaction, every summary failed, ...) instead of an empty chart. Under the
+survival chart, memory over repeated compactions (issue 31): the share of items still present
+after k compactions, for all items and per anchor type (``survival_by_compactions``, the
+``retention --json`` curve), of the fleet or of the session.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics import anchor_survival, drop_reason_words, survival_figure
+from analytics import anchor_survival, drop_reason_words, memory_figure, survival_figure
 from app.context import frame, known_session, read, session_ids
 from app.widgets import EMPTY_STORE, link, paginate, param
-from app.words import empty_reason, table_text
+from app.words import empty_reason, plural, table_text
 
 
 def _drop_rows(drops: pl.DataFrame) -> pl.DataFrame:
@@ -62,17 +65,48 @@ def _drops(drops: pl.DataFrame) -> None:
         )
 
 
-def _show(detail: pl.DataFrame, drops: pl.DataFrame, title: str, sid: str | None) -> None:
+def _memory(curves: dict[str, pl.DataFrame], scope: str) -> None:
+    """Survival by the number of compactions the items went through (issue 31): how fast
+    memory fades over repeated compactions."""
+    st.subheader("Memory over repeated compactions")
+    curve = curves["all"]
+    if curve.height == 0:
+        st.info(
+            f"No item of {scope} has gone through a later compaction yet: the curve follows "
+            "anchor items from the compaction that wrote them through each summarising "
+            "compaction after it, so it needs a session with two or more."
+        )
+        return
+    title = f"Items still present after k compactions, {scope}"
+    st.plotly_chart(memory_figure(curve, curves["by_type"], title), key="memory", theme=None)
+    first = curve.row(0, named=True)
+    last = curve.row(curve.height - 1, named=True)
+    st.caption(
+        f"After 1 compaction {first['survived']:,} of {plural(first['items'], 'item')} were "
+        f"still present; after {last['compactions']:,}, {last['survived']:,} of "
+        f"{last['items']:,}. Each point counts the items that had that many compactions after "
+        "the one that wrote them (kept, or changed in words)."
+    )
+
+
+def _show(
+    detail: pl.DataFrame,
+    drops: pl.DataFrame,
+    curves: dict[str, pl.DataFrame],
+    title: str,
+    sid: str | None,
+) -> None:
+    scope = "this session" if sid else "the fleet"
     survival = anchor_survival(detail) if detail.height else detail
     drawable = survival.height and (
         survival.get_column("survival_next").drop_nulls().len()
         or survival.get_column("survival_last").drop_nulls().len()
     )
     if not drawable:
-        scope = "this session" if sid else "the fleet"
         st.info(empty_reason(read("coverage", sid), scope))
     else:
-        st.plotly_chart(survival_figure(survival, title), theme=None)
+        st.plotly_chart(survival_figure(survival, title), key="survival", theme=None)
+        _memory(curves, scope)
     _drops(drops)
 
 
@@ -92,13 +126,15 @@ def render() -> None:
             sid = str(choice)
     if sid is None:
         fleet = frame("retention_fleet")
-        _show(fleet, frame("silent_drops_fleet"), "Anchor survival, whole fleet", None)
+        drops = frame("silent_drops_fleet")
+        _show(fleet, drops, read("memory_fleet"), "Anchor survival, whole fleet", None)
         return
     if not known_session(sid):
         link("retention", "whole fleet")
         return
     st.text(sid)
-    _show(frame("retention", sid), frame("silent_drops", sid), "Anchor survival, this session", sid)
+    detail, drops = frame("retention", sid), frame("silent_drops", sid)
+    _show(detail, drops, read("memory", sid), "Anchor survival, this session", sid)
     link("timeline", "this session's timeline", session=sid)
     link("retention", "whole fleet")
 
