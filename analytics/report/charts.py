@@ -12,6 +12,7 @@ strategies); these functions only draw them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -261,9 +262,32 @@ _FRONT_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "star",
 
 
 def short_label(session_id: str, width: int = 28) -> str:
-    """A session id short enough for an axis or a legend: its start and its end."""
+    """A session id short enough for an axis or a legend: its start and its end; a Claude
+    Code sub-agent's chain (``ROOT:sidechain:AGENT@…``) by its root and its agent, which is
+    what tells the chains of one session apart."""
     text = str(session_id)
+    root, marker, tail = text.partition(":sidechain:")
+    if marker:
+        return f"{root[:8]} sidechain {tail.split('@', 1)[0][:8]}"
     return text if len(text) <= width else f"{text[: width - 10]}…{text[-9:]}"
+
+
+def short_labels(session_ids: Sequence[str], width: int = 28) -> list[str]:
+    """``short_label`` of each id, made unique: ids that shorten alike get their replay's
+    ``@window#config`` suffix, then a number (Plotly draws one bar for equal labels, so five
+    sub-agents shortened alike would be one bar)."""
+    labels = [short_label(s, width) for s in session_ids]
+    alike = Counter(labels)
+    labels = [
+        f"{label} @{sid.rsplit('@', 1)[1]}" if alike[label] > 1 and "@" in sid else label
+        for sid, label in zip(session_ids, labels, strict=True)
+    ]
+    alike, seen = Counter(labels), Counter[str]()
+    out = []
+    for label in labels:
+        seen[label] += 1
+        out.append(f"{label} ({seen[label]})" if alike[label] > 1 else label)
+    return out
 
 
 def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
@@ -277,7 +301,7 @@ def billing_figure(timeline: pl.DataFrame, top: int = 30) -> go.Figure:
         else timeline
     )
     sessions = rows.get_column("session_id").to_list() if rows.height else []
-    labels = [short_label(s) for s in sessions]
+    labels = short_labels(sessions)
     fig = go.Figure()
     for column, name in (("tokens_billed", "billed"), ("tokens_uncompacted", "without compaction")):
         values = rows.get_column(column).to_list() if rows.height else []

@@ -41,11 +41,22 @@ from analytics.report.charts import (
     survival_rows,
     tier_counts_figure,
 )
+from analytics.report.theme import FONT, GRID, TEXT
 from analytics.store import EventStore
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
-h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em}.empty{color:#666}"""
+_STYLE = f"""*{{box-sizing:border-box}}
+body{{font-family:{FONT};color:{TEXT};margin:0 auto;padding:1.5em 2em;max-width:1200px;
+line-height:1.45}}
+table{{border-collapse:collapse;width:100%}}
+td,th{{border:1px solid {GRID};padding:4px 8px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}}
+th{{background:#f0f2f6;font-weight:600}}
+pre,code{{white-space:pre-wrap;overflow-wrap:anywhere}}
+.plotly-graph-div{{max-width:100%}}
+h1{{font-size:1.6em}}h2{{font-size:1.2em;margin-top:2em}}.empty{{color:#6b6f7b}}"""
+"""The app's look (``theme``: font, text and grid colours); every cell wraps, anywhere if it
+must (a sub-agent's session id is 100 characters without a space), so that the page fits a
+1280 px screen without scrolling sideways."""
 
 
 def _figures_table(stats: dict[str, Any]) -> str:
@@ -103,6 +114,10 @@ def _cohorts(stats: dict[str, Any], by: Sequence[str]) -> str:
     return _table(headers, rows, "No sessions to group.")
 
 
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "–"
@@ -138,12 +153,15 @@ def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> 
         per_session[str(group["session_id"])] += int(group["count"])
     causes = ", ".join(f"{c} {n:,}" for c, n in summary["by_cause"].items())
     head = (
-        f"<p>{summary['emergencies']:,} emergencies in {summary['sessions']:,} sessions, "
-        f"{summary['groups']:,} groups by session and cause; by cause: {html.escape(causes)}. "
+        f"<p>{_plural(summary['emergencies'], 'emergency', 'emergencies')} in "
+        f"{_plural(summary['sessions'], 'session')}, "
+        f"{_plural(summary['groups'], 'group')} by session and cause; "
+        f"by cause: {html.escape(causes)}. "
         f"Settled (a verified fix, or the window that would avoid it): {summary['settled']:,} "
         f"({summary['settled_share']:.1%}). Below: the largest group of each of the "
-        f"{len(sample):,} sessions with most emergencies; <code>compactlens postmortem</code> "
-        "lists every group, <code>--json</code> every emergency.</p>"
+        f"{_plural(len(sample), 'session')} with most emergencies; "
+        "<code>compactlens postmortem</code> lists every group, <code>--json</code> every "
+        "emergency.</p>"
     )
     fixes = {str(s["session_id"]): s["session_fix"] for s in found.get("sessions") or []}
     fleet = summary.get("fleet_fix")
@@ -154,8 +172,8 @@ def _postmortems(found: dict[str, Any], sample: Sequence[Mapping[str, Any]]) -> 
         )
         head += (
             f"<p>Fleet fix: {html.escape(str(detail or fleet['change']))} avoids every avoidable "
-            f"emergency of {fleet['sessions']:,} of the {fleet['of']:,} sessions that needed "
-            "a fix (each verified by replaying the whole session).</p>"
+            f"emergency of {fleet['sessions']:,} of the {_plural(fleet['of'], 'session')} that "
+            "needed a fix (each verified by replaying the whole session).</p>"
         )
     rows = [
         (
@@ -229,8 +247,9 @@ def _harness_compactions(store: EventStore, limit: int = 50) -> str:
     ]
     headers = ("session", "harness", "tokens before", "after", "artifacts lost", "user msgs lost")
     rates = "".join(
-        f"<li>{html.escape(origin)}: {f['re_reads']:,} of {f['files_read_before']:,} files read "
-        f"before a compaction were read again after it</li>"
+        f"<li>{html.escape(origin)}: {f['re_reads']:,} of "
+        f"{_plural(f['files_read_before'], 'file')} read before a compaction were read again "
+        "after it</li>"
         for origin, f in found["summary"].items()
     )
     return _table((*headers, "re-read after"), rows, "No harness compaction imported.") + (

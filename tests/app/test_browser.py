@@ -29,7 +29,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from analytics.cli.serve import app_url, free_port, serve_app, stop_app, wait_until_ready
 from analytics.errors import StoreLockedError
+from analytics.report.html import write_report
+from analytics.report.theme import FONT
 from analytics.store import EventStore
+from analytics.tuning.recommend import write_config
+from analytics.tuning.specs import StrategySpec
 from tests.app.browser import (
     DEADLINE_S,
     body_text,
@@ -268,6 +272,8 @@ class FindingsServed:
     found: FindingsHome
     url: str
     driver: WebDriver
+    report: Path
+    """``compactlens report`` of the findings store, written before the app took it."""
 
     def open(self, path: str, **params: str) -> None:
         self.driver.get(f"{self.url}{path}?{urllib.parse.urlencode(params)}")
@@ -277,9 +283,13 @@ class FindingsServed:
 def findings(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FindingsServed]:
     root = tmp_path_factory.mktemp("findings-browser")
     found = build_findings_home(root / "home")
+    recommended = found.home / "tuning" / "run-1-recommended.toml"  # as tune writes it
+    write_config(StrategySpec(kind="progressive"), recommended, "cheapest within 1% retention")
+    with EventStore.for_home(found.home) as store:
+        report = write_report(store, root / "report.html", spool_dir=found.home / "spool")
     url, process = start(found.home, root / "server.log")
     try:
-        yield FindingsServed(found, url, served.driver)
+        yield FindingsServed(found, url, served.driver, report)
     finally:
         stop_app(process)
 
@@ -504,3 +514,38 @@ def test_an_offloaded_file_link_pasted_into_a_new_browser_opens_that_file(
         assert not exception_boxes(other)
     finally:
         other.quit()
+
+
+WIDTHS = """
+const html = document.documentElement;
+return {scroll: html.scrollWidth, client: html.clientWidth, inner: window.innerWidth,
+        plots: document.querySelectorAll('.js-plotly-plot .main-svg').length,
+        font: getComputedStyle(document.body).fontFamily,
+        wide: Array.from(document.querySelectorAll('table, pre, .plotly-graph-div'))
+          .filter(e => e.getBoundingClientRect().right > html.clientWidth + 1)
+          .map(e => e.tagName + ' ' + e.getBoundingClientRect().right)};
+"""
+
+
+def test_the_report_fits_a_1280_px_screen_in_the_app_s_font(findings: FindingsServed) -> None:
+    page = findings.report.read_text(encoding="utf-8")
+    sidechains = [s for s in findings.found.effective if ":sidechain:" in s]
+    assert any(s in page for s in sidechains)  # 100-character ids without a space
+    assert "# measured calibrated on" in page  # the recommended TOML's one long line
+    driver = findings.driver
+    size = driver.get_window_size()
+    try:
+        driver.set_window_size(1280, 1000)
+        driver.get(findings.report.as_uri())
+        wait_for(
+            lambda: driver.execute_script(WIDTHS)["plots"] >= 5, DEADLINE_S, "the report's charts"
+        )
+
+        seen = driver.execute_script(WIDTHS)
+
+        assert seen["inner"] <= 1280
+        assert seen["scroll"] <= seen["client"], seen["wide"]  # nothing scrolls sideways
+        assert seen["font"] == FONT.replace("'", '"')
+        screenshot(driver, "report-1280")
+    finally:
+        driver.set_window_size(size["width"], size["height"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from analytics import THEME
 from analytics.queries.stats import CohortKey, fleet_stats
 from app.owner import shared_owner
 from app.words import cohort_label, cohort_value
@@ -87,3 +88,21 @@ def test_an_import_has_no_window_and_a_source_says_what_it_is() -> None:
     assert cohort_value("source", "import") == "imported (the harness's own run)"
     assert cohort_value("source", "replay") == "replayed by compactlens"
     assert cohort_value("agent", None) == "agent unknown"
+
+
+def test_the_app_draws_its_charts_in_the_theme_the_report_shares(
+    fixture_home: FixtureHome,
+) -> None:
+    pages = [
+        open_page("overview"),
+        open_page("timeline", session=fixture_home.decisions),
+        open_page("retention", session=fixture_home.decisions),
+    ]
+
+    charts = [c for at in pages for c in at.get("plotly_chart")]
+    assert len(charts) >= 6
+    for chart in charts:
+        assert chart.proto.theme == ""  # Streamlit adds no theme of its own
+        template = json.loads(chart.proto.spec)["layout"]["template"]["layout"]
+        assert template["font"]["family"] == THEME.layout.font.family
+        assert template["colorway"] == list(THEME.layout.colorway)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.report.charts import billing_figure, lead_ups_figure, pareto_figure
+from analytics.report.charts import billing_figure, lead_ups_figure, pareto_figure, short_labels
+from analytics.report.theme import THEME
 
 
 def test_billing_figure_draws_the_largest_sessions_billed_and_uncompacted() -> None:
@@ -105,3 +106,56 @@ def test_pareto_front_names_are_never_drawn_as_text_that_can_overlap() -> None:
     assert [n for n in named if n in front] == front  # each front strategy named once, in order
     others = next(t for t in fig.data if t.name == "other strategies")
     assert sorted(others.hovertext) == ["masking", "truncate"]  # the rest: hover only
+
+
+SIDECHAINS = [
+    f"fe5e1c67-53e7-4862-81ae-d0e013e3270b:sidechain:{agent}-20bb-4edb-9dad-9f08267e0cc2"
+    "@16000#b6ad1d17"
+    for agent in ("60dade70", "0d692b0f", "7c1e2a44", "a9d3f0b1", "e2c12050")
+]
+
+
+def test_five_sidechains_of_one_session_are_five_bars_named_by_their_agent() -> None:
+    timeline = pl.DataFrame(
+        {
+            "session_id": SIDECHAINS,
+            "tokens_billed": [100, 200, 300, 400, 500],
+            "tokens_uncompacted": [1_000, 2_000, 3_000, 4_000, 5_000],
+        }
+    )
+
+    fig = billing_figure(timeline)
+
+    labels = list(fig.data[0].y)
+    assert len(set(labels)) == 5  # one bar each, not one merged bar
+    assert "fe5e1c67 sidechain e2c12050" in labels and "fe5e1c67 sidechain 60dade70" in labels
+    assert sorted(fig.data[0].customdata) == sorted(SIDECHAINS)  # whole ids on hover
+
+
+def test_ids_that_shorten_alike_are_told_apart() -> None:
+    same = ["a" * 40 + "x" + "z" * 10, "a" * 40 + "y" + "z" * 10]
+    windows = [SIDECHAINS[0], SIDECHAINS[0].replace("@16000", "@32000")]
+
+    assert len(set(short_labels(same))) == 2
+    assert short_labels(windows) == [
+        "fe5e1c67 sidechain 60dade70 @16000#b6ad1d17",
+        "fe5e1c67 sidechain 60dade70 @32000#b6ad1d17",
+    ]
+    assert short_labels(["s1", "s2"]) == ["s1", "s2"]
+
+
+def test_the_report_s_figures_share_the_app_s_theme() -> None:
+    timeline = pl.DataFrame(
+        {"session_id": ["s1"], "tokens_billed": [1], "tokens_uncompacted": [2]},
+    )
+    figures = [
+        billing_figure(timeline),
+        lead_ups_figure(pl.DataFrame(schema={"session_id": pl.String})),
+        pareto_figure(
+            pl.DataFrame({"name": ["a"], "tokens_billed": [1], "artifact_retention": [0.5]}), []
+        ),
+    ]
+
+    for fig in figures:
+        assert fig.layout.template.layout.font.family == THEME.layout.font.family
+        assert fig.layout.template.layout.colorway == THEME.layout.colorway

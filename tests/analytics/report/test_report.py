@@ -88,7 +88,8 @@ def test_the_report_lists_the_postmortems_cause_first_and_the_newest_recommendat
     postmortems = found["postmortems"]
     assert postmortems, "the synthetic sessions were meant to reach Emergency"
     sessions = Counter(p["session_id"] for p in postmortems)
-    assert f"<p>{len(postmortems):,} emergencies in {len(sessions):,} sessions" in page
+    said = f"{len(sessions):,} session{'s' * (len(sessions) != 1)}"
+    assert f"<p>{len(postmortems):,} emergencies in {said}" in page
     for sid, _n in sessions.most_common(10):  # no more than ten: each is in the sample
         causes = Counter(p["cause"] for p in postmortems if p["session_id"] == sid)
         most = max(causes.values())
