@@ -2,11 +2,15 @@
 
 ``page_text`` waits until Streamlit has finished running the page's script and the expected
 text is on screen, by polling (no fixed sleeps); ``exception_boxes`` finds Streamlit's exception
-elements. Screenshots go to ``data/screenshots/`` (ignored by git), one PNG per page.
+elements. Screenshots go to ``data/screenshots/`` (ignored by git), one PNG per page; with
+``README_SCREENSHOTS=1`` in the environment the pages the README shows are also written over
+``docs/app-<name>.png`` (``readme_screenshot``), so the README's pictures are the browser
+tests' own: ``README_SCREENSHOTS=1 pytest -n 0 tests/app/test_browser.py -k readme``.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -22,6 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "data" / "screenshots"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -116,5 +121,15 @@ def exception_boxes(driver: WebDriver) -> list[str]:
 def screenshot(driver: WebDriver, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def readme_screenshot(driver: WebDriver, name: str) -> Path | None:
+    """The page as ``docs/app-<name>.png`` (the README's picture), when ``README_SCREENSHOTS``
+    is set; None otherwise (a test run leaves the docs as they are)."""
+    if not os.environ.get("README_SCREENSHOTS"):
+        return None
+    path = DOCS / f"app-{name}.png"
     driver.save_screenshot(str(path))
     return path

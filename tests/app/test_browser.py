@@ -41,6 +41,7 @@ from tests.app.browser import (
     click_until,
     exception_boxes,
     page_text,
+    readme_screenshot,
     screenshot,
     start_browser,
     wait_for,
@@ -549,3 +550,16 @@ def test_the_report_fits_a_1280_px_screen_in_the_app_s_font(findings: FindingsSe
         screenshot(driver, "report-1280")
     finally:
         driver.set_window_size(size["width"], size["height"])
+
+
+def test_readme_screenshots_are_the_timeline_and_a_diff(served: Served) -> None:
+    """The README's two pictures (written over ``docs/`` with ``README_SCREENSHOTS=1``)."""
+    served.open("/timeline", session=served.session("sqlfluff"))
+    page_text(served.driver, "Context tokens per turn", "· FULL ·", "paid for themselves")
+    readme_screenshot(served.driver, "timeline")
+
+    served.driver.find_element(By.PARTIAL_LINK_TEXT, "· FULL ·").click()
+
+    page_text(served.driver, "Before:", "After:", "changed only")
+    assert not exception_boxes(served.driver)
+    readme_screenshot(served.driver, "diff")
