@@ -109,7 +109,7 @@ def test_without_a_session_the_page_offers_the_sessions_harnesses_compacted(
     expected = {on_native.session_of(f): len(on_native.boundaries[f]) for f in FILES}
     options = at.selectbox(key="session").options  # as labelled: id, harness, compactions
     assert sorted(options) == sorted(
-        f"{sid} · claude-code · {n} compactions" for sid, n in expected.items()
+        f"{sid} · claude-code · {n} compaction{'s' * (n != 1)}" for sid, n in expected.items()
     )
 
 
