@@ -72,6 +72,26 @@ def _metrics(stats: dict[str, Any]) -> None:
         f"{stats.get('quarantined', 0):,} · "
         f"median compression ratio {stats.get('median_compression_ratio') or 0:.2f}"
     )
+    _ledger(stats.get("ledger") or {})
+
+
+def _ledger(ledger: dict[str, Any]) -> None:
+    """``stats --json``'s ``ledger``: the share of priced compactions that paid for
+    themselves, and how many grew the context or were back above their tier at once."""
+    priced = int(ledger.get("priced") or 0)
+    if not ledger.get("compactions"):
+        return
+    paid = (
+        f"{_share(ledger.get('paid_share'))} of {plural(priced, 'priced compaction')} paid "
+        "for themselves (their cache write and summary repaid by cheaper turns after)"
+        if priced
+        else "no compaction's turns are priced yet"
+    )
+    st.caption(
+        f"Ledger: {paid} · {plural(int(ledger.get('grew') or 0), 'compaction')} grew the "
+        f"context · {int(ledger.get('rebounded') or 0):,} back above their tier within a few "
+        "turns. Each compaction's ledger is on its timeline."
+    )
 
 
 def _not_possible(block: dict[str, Any], turns: int) -> str:

@@ -106,3 +106,19 @@ def test_the_app_draws_its_charts_in_the_theme_the_report_shares(
         template = json.loads(chart.proto.spec)["layout"]["template"]["layout"]
         assert template["font"]["family"] == THEME.layout.font.family
         assert template["colorway"] == list(THEME.layout.colorway)
+
+
+def test_the_overview_says_the_share_of_compactions_that_paid_for_themselves(
+    fixture_home: FixtureHome,
+) -> None:
+    ledger = fixture_home.stats["ledger"]
+    assert ledger["priced"] and ledger["paid_share"] is not None
+
+    at = open_page("overview")
+
+    said = " ".join(str(c.value) for c in at.caption)
+    assert (
+        f"Ledger: {ledger['paid_share']:.0%} of {ledger['priced']:,} priced compactions paid "
+        "for themselves"
+    ) in said
+    assert f"{ledger['grew']:,} compactions grew the context" in said
