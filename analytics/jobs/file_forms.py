@@ -109,14 +109,17 @@ def artifact_keys(found: pl.DataFrame, workdirs: pl.DataFrame) -> pl.DataFrame:
         .with_columns(full=pl.coalesce("resolved", "form"))
     )
     slashed = paths.filter(pl.col("slashed"))
-    spellings = slashed.group_by("compaction_id", "full").agg(forms=pl.col("form").n_unique())
-    fulls = spellings.select("compaction_id", "full")
+    spellings = slashed.group_by("compaction_id", "full").agg(
+        forms=pl.col("form").n_unique(), written=pl.col("rooted").any()
+    )
+    fulls = spellings.select("compaction_id", "full", "written")
     relative = (
         slashed.filter(~pl.col("rooted") & ~pl.col("form").str.starts_with("../"))
         .select("compaction_id", "form", own="full")
         .unique()
         .join(spellings, left_on=["compaction_id", "own"], right_on=["compaction_id", "full"])
         .filter(pl.col("forms") == 1)  # no other form is that file: a tail of one, maybe
+        .drop("written")  # the candidates' own flag is the one that counts below
     )
     chains = (
         relative.join(fulls, on="compaction_id")
@@ -124,6 +127,9 @@ def artifact_keys(found: pl.DataFrame, workdirs: pl.DataFrame) -> pl.DataFrame:
             (pl.col("full") != pl.col("own"))
             & pl.col("full").str.ends_with(pl.concat_str(pl.lit("/"), "form"))
         )
+        # a path written rooted outranks a guess against the cwd (an agent that worked in
+        # another repository than the one it started in)
+        .filter(pl.col("written") | ~pl.col("written").any().over("compaction_id", "form"))
         .with_columns(
             longest=pl.col("full")
             .sort_by(pl.col("full").str.len_chars())

@@ -254,6 +254,24 @@ def test_a_path_said_from_a_sub_folder_is_the_one_file_it_is_a_tail_of() -> None
     assert list(found) == ["cmd/cli/checkpoint/id.go"]
 
 
+def test_an_agent_working_in_another_repository_than_its_cwd_still_has_one_file_per_path() -> None:
+    # the session started in /Users/u/cli, the agent read and edited files of /Users/u/other
+    texts = [
+        "Read /Users/u/other/src/authorship/post_commit.rs, then src/authorship/post_commit.rs, "
+        "authorship/post_commit.rs and post_commit.rs"
+    ]
+    found = _kept(texts, "", CWD)
+    assert list(found) == ["/Users/u/other/src/authorship/post_commit.rs"]
+    assert sorted(found["/Users/u/other/src/authorship/post_commit.rs"][1]) == sorted(
+        [
+            "/Users/u/other/src/authorship/post_commit.rs",
+            "src/authorship/post_commit.rs",
+            "authorship/post_commit.rs",
+            "post_commit.rs",
+        ]
+    )
+
+
 def test_a_file_name_two_files_share_stays_apart_and_names_neither() -> None:
     found = _kept(["src/a/util.py, src/b/util.py and util.py"], "Edited util.py")
     assert found == {
