@@ -11,8 +11,6 @@ browser session would.
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from analytics import Selection, select
 from analytics.store import selected
 from app.owner import release_owner, shared_owner
 from app.widgets import PAGE_FILES
-from tests.analytics.store.postgres import PostgresServer, PostgresUnavailableError
+from tests.analytics.store.postgres import PostgresServer, own_postgres
 from tests.app.pages import MAIN
 
 SECRET = "s3cr3t-Pw"
@@ -90,15 +88,8 @@ def test_every_page_says_the_store_cannot_be_opened_without_its_password(
 
 @pytest.fixture
 def postgres() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer.start()
-    except PostgresUnavailableError as exc:
-        pytest.skip(f"no PostgreSQL: {exc}")
-    try:
+    with own_postgres() as server:
         yield server
-    finally:
-        with contextlib.suppress(subprocess.SubprocessError):  # the test stopped it already
-            server.stop()
 
 
 @pytest.mark.parametrize("form", ["key-value", "userinfo"])

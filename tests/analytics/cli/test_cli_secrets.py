@@ -9,7 +9,6 @@ this test starts) prints no password either, whatever it then does.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from analytics.store import select, selected
 from compactor import SpoolSink
 from tests.analytics.cli_helpers import subprocess_env
 from tests.analytics.spool_helpers import ingest, run_session
-from tests.analytics.store.postgres import PostgresServer, PostgresUnavailableError
+from tests.analytics.store.postgres import PostgresServer, own_postgres
 from tests.otlp_receiver import OtlpReceiver
 
 SECRET = "s3cr3t-Pw"
@@ -105,15 +104,8 @@ def test_an_endpoint_refused_as_no_url_is_named_without_its_password(tmp_path: P
 
 @pytest.fixture
 def postgres() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer.start()
-    except PostgresUnavailableError as exc:
-        pytest.skip(f"no PostgreSQL: {exc}")
-    try:
+    with own_postgres() as server:
         yield server
-    finally:
-        with contextlib.suppress(subprocess.SubprocessError):  # the test stopped it already
-            server.stop()
 
 
 WATCH_DEADLINE_S = 120.0

@@ -15,19 +15,13 @@ from pathlib import Path
 import pytest
 
 from analytics.store import EventStore, Lake, Selection, select, selected, store_location
-from tests.analytics.store.postgres import PostgresServer, PostgresUnavailableError
+from tests.analytics.store.postgres import PostgresServer, own_postgres
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer.start()
-    except PostgresUnavailableError as exc:
-        pytest.skip(f"no lake tests: {exc}")
-    try:
+    with own_postgres("no lake tests") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @dataclass(frozen=True)

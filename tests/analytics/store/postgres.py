@@ -9,13 +9,17 @@ skip with that reason). Nothing here touches a server it did not start.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 PG_BIN = Path(os.environ.get("COMPACTLENS_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 START_TIMEOUT_S = 60
@@ -92,3 +96,18 @@ class PostgresServer:
             self._run(PG_BIN / "pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_postgres(why_skipped: str = "no PostgreSQL") -> Iterator[PostgresServer]:
+    """A server of the caller's own, stopped at the end (unless the caller stopped it: a test
+    that stops PostgreSQL on purpose); the test is skipped when none can be started."""
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailableError as exc:
+        pytest.skip(f"{why_skipped}: {exc}")
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.SubprocessError):
+            server.stop()
