@@ -36,6 +36,7 @@ from analytics.store import (
     StoreLockedError,
     redact_url,
     select,
+    selected,
     store_location,
 )
 
@@ -107,12 +108,23 @@ class Command(TyperCommand):
 
     def invoke(self, ctx: ClickContext) -> object:
         chosen = store_selection(ctx.params.pop("store", None), ctx.params.pop("lake_data", None))
+        # the command's choice holds while it runs, then what was before comes back: a program
+        # (or a test) that runs several commands in one process gets no store it did not ask for
+        before = selected(), {name: os.environ.get(name) for name in (STORE_ENV, LAKE_DATA_ENV)}
         select(chosen)
         if chosen.store:  # what the command starts (the app server) opens the same store
             os.environ[STORE_ENV] = chosen.store
         if chosen.lake_data is not None:
             os.environ[LAKE_DATA_ENV] = str(chosen.lake_data.resolve())
-        return super().invoke(ctx)
+        try:
+            return super().invoke(ctx)
+        finally:
+            select(before[0])
+            for name, value in before[1].items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 class Group(TyperGroup):
