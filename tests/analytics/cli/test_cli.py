@@ -31,6 +31,7 @@ from tests.analytics.spool_helpers import snapshot_home, spool_line_count
 from tests.compactor.fake_llm_server import FakeLLMServer
 
 STATS_KEYS = {  # SPEC 5.3, then the extra keys
+    "ledger",
     "sessions",
     "turns",
     "compactions",

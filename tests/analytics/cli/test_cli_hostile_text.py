@@ -119,6 +119,13 @@ def test_stats_by_model_prints_a_model_holding_markup_as_written(home: Path) -> 
     assert "👍" not in done.stdout
 
 
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A terminal wide enough that no table cell folds an id (whatever COLUMNS the run has):
+    what is checked is that the text is printed as written, not how a narrow table wraps it."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 def test_audit_prints_a_session_id_holding_markup_as_written(home: Path) -> None:
     done = run("audit", "--home", home)
     assert done.exit_code == 0, done.output
