@@ -19,10 +19,10 @@ from analytics.jobs.ledger import LEDGER_COLUMNS, compaction_ledger, paid_share
 from analytics.jobs.prices import PriceProfile
 from analytics.queries import frames as queries
 from analytics.queries.findings import check_session
-from analytics.queries.materialize import job_table
+from analytics.queries.materialize import job_table, job_table_exists
 from analytics.store import EventStore
 
-LEDGER_KEYS = tuple(LEDGER_COLUMNS)
+LEDGER_TABLE = "job_ledger"
 
 
 def ledger_frame(
@@ -32,9 +32,16 @@ def ledger_frame(
     costs: pl.DataFrame | None = None,
     price_profile: PriceProfile | None = None,
 ) -> pl.DataFrame:
-    """The ledger of every effective compaction of ``sessions`` (all live ones by default),
-    from ``costs`` (the priced turns) when given, else from the stored turn costs repriced
-    under ``price_profile`` when one is given."""
+    """The ledger of every effective compaction of ``sessions`` (all live ones by default):
+    the costs job's stored rows, priced under each session's own profile; recomputed from
+    ``costs`` (priced turns) when given, or from the stored turns repriced under
+    ``price_profile``."""
+    if costs is None and price_profile is None and job_table_exists(store, LEDGER_TABLE):
+        stored = job_table(store, LEDGER_TABLE)
+        if sessions is not None:
+            stored = stored.filter(pl.col("session_id").is_in(list(sessions)))
+        typed = [pl.col(name).cast(dtype) for name, dtype in LEDGER_COLUMNS.items()]
+        return stored.select(typed).sort("session_id", "seq")
     if costs is None:
         costs = queries.turn_costs_frame(store, sessions)
         if price_profile is not None:

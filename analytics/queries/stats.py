@@ -120,7 +120,8 @@ def fleet_stats(
     ``by``, ``groups`` holds the same object for each cohort (``key``: each name's value)."""
     costs = _priced(store, price_profile)
     known = {**BUILTIN_PROFILES, **({price_profile.name: price_profile} if price_profile else {})}
-    ledger = ledger_frame(store, costs=costs)
+    # the stored ledger, unless the turns were repriced under another profile
+    ledger = ledger_frame(store, costs=costs if price_profile is not None else None)
     out = _figures(store, _Scope(), costs, known, ledger)
     out["unprojected_spool_bytes"] = (
         Projector(store, spool_dir).pending_bytes() if spool_dir is not None else 0
