@@ -251,14 +251,13 @@ def facts(text: str) -> list[str]:
 class Source:
     """What the history up to a point says: its text, its words and its neighbouring pairs."""
 
-    parts: list[str] = field(default_factory=list)
     words: set[str] = field(default_factory=set)
     pairs: set[tuple[str, str]] = field(default_factory=set)
-    _joined: str | None = None
+    _joined: str = ""
+    _pending: list[str] = field(default_factory=list)
 
     def add(self, text: str) -> None:
-        self.parts.append(text)
-        self._joined = None
+        self._pending.append(" ".join(text.split()))  # each message normalised once
         words = content_words(text)
         self.words.update(words)
         self.pairs.update(itertools.pairwise(words))
@@ -266,8 +265,9 @@ class Source:
     def holds(self, fact: str) -> bool:
         """``fact`` occurs in the source, whitespace runs counted as one space (a summary
         puts a multi-line command on one line)."""
-        if self._joined is None:
-            self._joined = " ".join(" ".join(self.parts).split())
+        if self._pending:  # the messages added since the last look, joined on once
+            self._joined = " ".join(filter(None, [self._joined, *self._pending]))
+            self._pending.clear()
         return " ".join(fact.split()) in self._joined
 
 
