@@ -148,6 +148,27 @@ def _until(ready: Callable[[], bool], why: Callable[[], str], poll_s: float = 0.
         time.sleep(poll_s)
 
 
+def _watch_once(folder: Path, home: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``compactlens watch FOLDER --once`` as its own process."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analytics.cli",
+            "watch",
+            str(folder),
+            "--once",
+            "--home",
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+
+
 def _env(tmp_path: Path) -> dict[str, str]:
     """No real ``~/.claude`` or ``~/.codex`` for the watcher's defaults to find."""
     fake_home = tmp_path / "user"
@@ -255,14 +276,7 @@ def test_a_live_claude_code_session_reaches_the_store_within_5s_and_once_after_r
     assert len(rows) == counted and len({r[0] for r in rows}) == counted and native == 1
     assert appended == [(counted, counted)]
 
-    again = subprocess.run(
-        [sys.executable, "-m", "analytics.cli", "watch", str(folder), "--once", "--home", home],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=DEADLINE_S,
-        check=False,
-    )
+    again = _watch_once(folder, home, env)
     assert again.returncode == 0, again.stderr
     assert str(live) not in again.stdout  # unchanged since the last import: not read again
     with EventStore.for_home(home, read_only=True) as store:
@@ -457,14 +471,7 @@ def test_while_another_process_owns_the_store_imports_go_to_the_spool_for_it(
     threading.Thread(target=lambda: said.extend(owner.stderr or []), daemon=True).start()
     try:
         _until(lambda: any(line.startswith("watching ") for line in said), lambda: "".join(said))
-        once = subprocess.run(
-            [sys.executable, "-m", "analytics.cli", "watch", str(folder), "--once", "--home", home],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=DEADLINE_S,
-            check=False,
-        )
+        once = _watch_once(folder, home, env)
     finally:
         owner.send_signal(signal.SIGTERM)
         assert owner.wait(timeout=DEADLINE_S) == 0, "".join(said)
