@@ -282,9 +282,11 @@ class LakeStore(EventStore):
             self._release()
 
     def _failure(self, exc: duckdb.Error, doing: str, outcome: str = ROLLED_BACK) -> StoreError:
+        said = redact(first_line(exc))
+        if (silent := catalog_unreachable(self.lake.conninfo)) is not None:
+            said = f"{said}; {silent}"
         return StoreError(
-            f"{doing} on the lake {self.lake} failed ({redact(first_line(exc))}); {outcome}",
-            str(self.lake),
+            f"{doing} on the lake {self.lake} failed ({said}); {outcome}", str(self.lake)
         )
 
     def location(self) -> str:
@@ -435,6 +437,30 @@ _ADVICE = (
     ),
 )
 """What to do, by what PostgreSQL or DuckLake said (their messages are all there is)."""
+
+
+def catalog_unreachable(conninfo: str, timeout_s: int = 3) -> str | None:
+    """Why the PostgreSQL of ``conninfo`` refuses a new connection (its own words, without any
+    password), or None when it takes one. A statement on a lake whose server went away
+    mid-session fails with DuckDB's generic "unsuccessful query result"; this probe names the
+    real cause (refused, shutting down, unknown host...)."""
+    con = duckdb.connect()
+    try:
+        load_extensions(con)
+        probe = f"{conninfo} connect_timeout={timeout_s}"
+        con.execute(f"ATTACH '{_sql_str(probe)}' AS probe (TYPE postgres, READ_ONLY)")
+        con.execute("SELECT * FROM postgres_query('probe', 'SELECT 1')").fetchall()
+    except duckdb.Error as exc:
+        said = redact(first_line(exc))
+        if where := _UNABLE_TO_CONNECT.search(said):
+            said = where.group("why")  # the conninfo is in the caller's message already
+        return f"PostgreSQL does not take a new connection: {said.rstrip('.')}"
+    finally:
+        con.close()
+    return None
+
+
+_UNABLE_TO_CONNECT = re.compile(r'Unable to connect to Postgres at "[^"]*": (?P<why>.*)')
 
 
 def _attach_advice(said: str) -> str:
