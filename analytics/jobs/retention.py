@@ -133,11 +133,15 @@ def silent_drops(
     detail: pl.DataFrame,
     compactions: pl.DataFrame | None = None,
     turns: pl.DataFrame | None = None,
+    *,
+    model_calls: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Dropped ``user_intent``/``key_decision`` items (from :func:`retention_detail`) that no item
     of the same session and anchor type at that or any later compaction resembles (similarity
     >= 60): :data:`SILENT_DROP_COLUMNS` (compaction ids), then :data:`DROP_REASON_COLUMNS`
-    (turn and tier where ``compactions`` and ``turns`` are given)."""
+    (turn and tier where ``compactions`` and ``turns`` are given; an imported session has no
+    turns: its compactions' turns come from ``model_calls``, the seq of each assistant
+    message)."""
     drops = (
         detail.filter((pl.col("status") == "dropped") & pl.col("anchor_type").is_in(WATCHED_TYPES))
         .select(
@@ -163,7 +167,7 @@ def silent_drops(
     pairs = pairs.with_columns(similarities(pairs["item_norm"], pairs["item_norm_later"]))
     replaced = pairs.filter(pl.col("similarity") >= CHANGED_SIMILARITY).select("drop").unique()
     silent = drops.join(replaced, on="drop", how="anti").sort("drop")
-    reasons = _drop_reasons(detail, silent, compactions, turns)
+    reasons = _drop_reasons(detail, silent, compactions, turns, model_calls)
     return (
         silent.select(SILENT_DROP_COLUMNS)
         .cast(dict.fromkeys(SILENT_DROP_COLUMNS, pl.String))
@@ -176,8 +180,10 @@ def _drop_reasons(
     silent: pl.DataFrame,
     compactions: pl.DataFrame | None,
     turns: pl.DataFrame | None,
+    model_calls: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """:data:`DROP_REASON_COLUMNS` for each row of ``silent``, in its order."""
+    """:data:`DROP_REASON_COLUMNS` for each row of ``silent``, in its order. "cap" is offered
+    only for our own compactions (a harness's summary has no cap we know of)."""
     present = detail.filter(pl.col("status") != "dropped")
     index = (
         present.select("session_id", "compaction_id", "compaction_seq")
@@ -216,8 +222,10 @@ def _drop_reasons(
         .sort("drop")
     )
     age = (pl.col("ordinal") - pl.col("born")).cast(pl.Int64)
-    capped = (pl.col("added").fill_null(0) > 0) & (
-        pl.col("n").fill_null(0) >= pl.col("n_prev").fill_null(0)
+    capped = (
+        (pl.col("added").fill_null(0) > 0)
+        & (pl.col("n").fill_null(0) >= pl.col("n_prev").fill_null(0))
+        & ~pl.col("dropped_at").is_in(_harness_ids(compactions).implode())
     )
     out = at_drop.select(
         pl.when(capped)
@@ -230,7 +238,7 @@ def _drop_reasons(
         "dropped_at",
         "introduced_at",
     )
-    where = _compaction_turns(compactions, turns)
+    where = _compaction_turns(compactions, turns, model_calls)
     out = out.join(
         where.rename(
             {"compaction_id": "dropped_at", "turn": "dropped_turn", "tier": "dropped_tier"}
@@ -253,8 +261,21 @@ def _drop_reasons(
     )
 
 
-def _compaction_turns(compactions: pl.DataFrame | None, turns: pl.DataFrame | None) -> pl.DataFrame:
-    """compaction_id, turn (the first turn its session prepared after it), tier name."""
+def _harness_ids(compactions: pl.DataFrame | None) -> pl.Series:
+    """The ids of the compactions a harness made (imported), not our compactor."""
+    if compactions is None or "origin" not in compactions.columns:
+        return pl.Series([], dtype=pl.String)
+    native = compactions.filter(pl.col("origin") == "native")
+    return native["id"].cast(pl.String)
+
+
+def _compaction_turns(
+    compactions: pl.DataFrame | None,
+    turns: pl.DataFrame | None,
+    model_calls: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """compaction_id, turn (the first turn its session prepared after it; in a session with no
+    turns, the model call after it: 1 + the assistant messages before it), tier name."""
     schema = {"compaction_id": pl.String, "turn": pl.Int64, "tier": pl.String}
     if compactions is None or compactions.is_empty():
         return pl.DataFrame(schema=schema)
@@ -264,17 +285,27 @@ def _compaction_turns(compactions: pl.DataFrame | None, turns: pl.DataFrame | No
         pl.col("seq").cast(pl.Int64).alias("c_seq"),
         tier_name("tier").alias("tier"),
     )
-    if turns is None or turns.is_empty():
-        return records.select("compaction_id", pl.lit(None, pl.Int64).alias("turn"), "tier")
+    marks = (
+        pl.DataFrame(schema={"session_id": pl.String, "seq": pl.Int64, "turn": pl.Int64})
+        if turns is None
+        else turns.select(pl.col("session_id").cast(pl.String), "seq", "turn")
+    )
+    if model_calls is not None and not model_calls.is_empty():
+        calls = model_calls.join(marks, on="session_id", how="anti").select(
+            pl.col("session_id").cast(pl.String),
+            pl.col("seq").cast(pl.Int64),
+            (pl.int_range(pl.len()).over("session_id", order_by="seq") + 1).alias("turn"),
+        )
+        marks = pl.concat([marks.cast({"seq": pl.Int64, "turn": pl.Int64}), calls])
     after = (
-        records.join(turns.select("session_id", "seq", "turn"), on="session_id")
+        records.join(marks, on="session_id")
         .filter(pl.col("seq") > pl.col("c_seq"))
         .sort("seq")
         .group_by("compaction_id")
         .agg(pl.col("turn").first())
     )
     return records.join(after, on="compaction_id", how="left").select(
-        "compaction_id", "turn", "tier"
+        "compaction_id", pl.col("turn").cast(pl.Int64), "tier"
     )
 
 

@@ -84,6 +84,17 @@ def turns_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.
     )
 
 
+def model_calls_frame(store: EventStore, sessions: Sequence[str] | None = None) -> pl.DataFrame:
+    """session_id, seq of every assistant message: where an imported transcript called the
+    model (its turns: imports record no ``turns`` rows)."""
+    where, params = _scope(sessions)
+    return store.query(
+        f"""SELECT session_id, seq FROM messages {where} AND role = 'assistant'
+            ORDER BY session_id, seq""",
+        params,
+    )
+
+
 TURN_COSTS_TABLE = "job_turn_costs"
 """The costs job's table (``analytics.queries.materialize``): one row per turn."""
 

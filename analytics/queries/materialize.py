@@ -99,7 +99,9 @@ def _timeline(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 
 def _retention(inputs: JobInputs) -> dict[str, pl.DataFrame]:
     detail = retention_detail(inputs["anchor_items"], inputs["compactions"], inputs["sessions"])
-    drops = silent_drops(detail, inputs["compactions"], inputs["turns"])
+    drops = silent_drops(
+        detail, inputs["compactions"], inputs["turns"], model_calls=inputs["model_calls"]
+    )
     return {"job_retention_detail": detail, "job_silent_drops": drops}
 
 
@@ -161,13 +163,14 @@ def _costs(inputs: JobInputs) -> dict[str, pl.DataFrame]:
 JOBS: tuple[Job, ...] = (
     Job("timeline", 1, _timeline, ("job_session_timeline",), ("turns", "sessions")),
     # retention 4: merges into exact copies match as into near ones; silent drops say why;
-    # 5: each item's chain (survival by the number of compactions, issue 31)
+    # 5: each item's chain (survival by the number of compactions, issue 31); 6: an imported
+    # session's compactions have the turn they precede (its model calls), "cap" only for ours
     Job(
         "retention",
-        5,
+        6,
         _retention,
         ("job_retention_detail", "job_silent_drops"),
-        ("anchor_items", "compactions", "sessions", "turns"),
+        ("anchor_items", "compactions", "sessions", "turns", "model_calls"),
     ),
     # postmortem 5: causes from measured fixed parts, missing history, large turns, floors;
     # a burst is a turn's new messages (issue 26)
