@@ -62,6 +62,11 @@ from compactor import (
 )
 
 
+DEMO_FOLLOW_UPS = 7
+"""Follow-up requests in the demo's first session: more than the offline summary keeps, so
+the retention page has a silent drop to show."""
+
+
 def demo(
     home: HomeOption = None,
     no_browser: Annotated[
@@ -99,6 +104,7 @@ def demo(
             seed + k,
             huge_result_bytes=200_000 if last else 0,
             offload_dir=f".compactlens/tool_results/{sid}" if last else "",
+            follow_ups=DEMO_FOLLOW_UPS if k == 0 else 0,  # more than a summary keeps
         )
         session = CompactionSession(
             base,

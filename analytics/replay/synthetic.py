@@ -137,10 +137,19 @@ def _call(ids: _Ids, name: str, **args: str) -> ToolCall:
 
 
 def generate_session(
-    seed: int = 7, *, steps: int = 60, huge_result_bytes: int = 0, offload_dir: str = ""
+    seed: int = 7,
+    *,
+    steps: int = 60,
+    huge_result_bytes: int = 0,
+    offload_dir: str = "",
+    follow_ups: int = 0,
 ) -> list[Message]:
     """A system prompt, a task, then ``steps`` agent steps (each an assistant turn with 1-3
     tool calls and their results), ending with a summary message.
+
+    With ``follow_ups``, that many distinct follow-up requests (up to ``len(_REQUESTS)``) come
+    at steps spread over the first two thirds of the session, besides any the seed brings:
+    more than a summary keeps, so the oldest is forgotten without a word (a silent drop).
 
     With ``huge_result_bytes``, the build-log step returns a result of that size (the single
     huge result that pushes a context past Emergency), and the agent later reads part of it
@@ -151,7 +160,12 @@ def generate_session(
     msgs = [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=task)]
     fixed_at = rng.randint(steps // 2, steps - 5)
     flood_at = rng.randint(steps * 3 // 4, steps - 2)
+    asked = rng.sample(_REQUESTS, min(follow_ups, len(_REQUESTS)))
+    ask_at = {1 + i * (steps * 2 // 3) // max(len(asked), 1): r for i, r in enumerate(asked)}
     for step in range(steps):
+        if step in ask_at:
+            msgs.append(Message(role="assistant", content="Done with that part."))
+            msgs.append(Message(role="user", content=ask_at[step]))
         if step == flood_at:
             flood = _build_log_flood(rng, ids, huge_result_bytes)
             msgs.extend(flood)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -364,3 +365,33 @@ def test_demo_still_runs_offline(home: Path) -> None:
     result = run("demo", "--home", home, "--no-serve", "--sessions", "1")
     assert result.exit_code == 0, result.output
     assert any((home / "spool").glob("*.jsonl"))
+
+
+def test_the_demo_has_the_silent_drop_it_promises(home: Path) -> None:
+    """The README promises follow-up requests that a summary forgets without a word: each
+    silent drop ``retention`` lists is, in the compaction records the demo wrote, in the
+    anchors of the compaction that introduced it and in none from the one that dropped it."""
+    assert run("demo", "--home", home, "--no-serve", "--sessions", "1").exit_code == 0
+    records = [
+        json.loads(line)
+        for path in sorted((home / "records").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    order = {r["id"]: i for i, r in enumerate(records)}
+
+    def intents(record: dict[str, Any]) -> list[str]:
+        return [
+            line.removeprefix("- ")
+            for anchor in record["anchors"]
+            if anchor["type"] == "user_intent"
+            for line in anchor["content"].splitlines()
+        ]
+
+    result = run("retention", "--json", "--home", home)
+    assert result.exit_code == 0, result.output
+    drops = json.loads(result.stdout)["silent_drops"]
+    assert drops, "the demo promises a silent drop and shows none"
+    for drop in drops:
+        born, gone = order[drop["introduced_at"]], order[drop["dropped_at"]]
+        assert drop["item"] in intents(records[born]), drop
+        assert all(drop["item"] not in intents(r) for r in records[gone:]), drop
