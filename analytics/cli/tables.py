@@ -158,10 +158,11 @@ def import_summary(report: RunReport, skipped: int = 0) -> None:
         ("already in the store, skipped", report.skipped),
         ("messages", report.messages),
         ("harness compactions stored", report.harness_compactions),
-        ("harness9 compaction records", report.records),
         ("files skipped (not transcripts)", skipped),
         ("files with problems", _problem_files(report, skipped)),
     ]
+    if report.records:  # record files of the Go harness (--format harness9-records) only
+        rows.insert(5, ("harness9 compaction records", report.records))
     console.print(_figures("import", rows))
     console.print(_figures("projected into the store", _ingest_rows(report.ingest)))
 

@@ -35,3 +35,5 @@ def test_import_counts_the_harness_compactions_it_stored(tmp_path: Path) -> None
     assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
     assert _stored(first.output) == boundaries
     assert _stored(again.output) == 0  # already in the store: nothing stored twice
+    # no row for the Go harness's record files when none were read (it said "records 0")
+    assert "harness9" not in first.output
