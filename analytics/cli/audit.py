@@ -54,6 +54,16 @@ def audit_table(found: dict[str, Any]) -> None:
             soft_wrap=True,
             highlight=False,
         )
+    same = found["same_histories"]
+    console.print(f"on the same histories: {same['note']}", soft_wrap=True, highlight=False)
+    for origin, figures in same["rates"].items():
+        rate = figures["re_read_rate"]
+        console.print(
+            f"  {origin}: {figures['re_reads']:,} of {figures['files_read_before']:,} read "
+            "again" + (f" ({rate:.0%})" if rate is not None else ""),
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def audit(

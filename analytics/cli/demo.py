@@ -61,7 +61,6 @@ from compactor import (
     validate_history,
 )
 
-
 DEMO_FOLLOW_UPS = 7
 """Follow-up requests in the demo's first session: more than the offline summary keeps, so
 the retention page has a silent drop to show."""

@@ -11,6 +11,7 @@ only.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -57,13 +58,18 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
     sessions = None if session is None else [session]
     compactions = frames.compactions_frame(store, sessions)
     if compactions.is_empty():
-        return {"compactions": [], "summary": {}}
+        return {"compactions": [], "summary": {}, "same_histories": _NOT_REPLAYED}
     views = frames.views_frame(store, sessions)
     messages = frames.messages_frame(store, sessions)
     synthetic = frames.synthetic_frame(store, sessions)
     bounds = boundaries(compactions, views)
     actions = reads_and_runs(messages)
     again = again_after(bounds, actions)
+    same = (
+        _same_histories(bounds, actions, again)
+        if session is None
+        else _same_histories(*_rereads(store, [session, *_replays_of(store, session)]))
+    )
     native = bounds.filter(pl.col("origin") == "native")
     artifacts = artifacts_kept(views, messages, synthetic, native, _recorded_dirs(store, session))
     users = user_messages_kept(views, messages, synthetic, native)
@@ -118,7 +124,71 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
                 **claims.get(cid, NO_CLAIMS),
             }
         )
-    return {"compactions": out, "summary": _rates(bounds, actions, again)}
+    return {
+        "compactions": out,
+        "summary": _rates(bounds, actions, again),
+        "same_histories": same,
+    }
+
+
+def _rereads(
+    store: EventStore, sessions: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(boundaries, reads and runs, the reads and runs again after) of ``sessions``."""
+    bounds = boundaries(
+        frames.compactions_frame(store, sessions), frames.views_frame(store, sessions)
+    )
+    actions = reads_and_runs(frames.messages_frame(store, sessions))
+    return bounds, actions, again_after(bounds, actions)
+
+
+def _replays_of(store: EventStore, session: str) -> list[str]:
+    """The sessions ``replay`` made of ``session`` (``<session>@<window>#<hash>``)."""
+    ids = frames.sessions_frame(store)["session_id"]
+    return [
+        sid
+        for sid in ids.to_list()
+        if sid.startswith(f"{session}@") and re.search(REPLAY_SUFFIX, sid) is not None
+    ]
+
+
+_NOT_REPLAYED: dict[str, Any] = {
+    "sessions": 0,
+    "rates": {},
+    "note": "no session with native compactions was also replayed: replay the imported "
+    "sessions to compare re-reads on the same histories",
+}
+
+REPLAY_SUFFIX = r"@\d+#[0-9a-f]+$"
+"""How ``replay`` names a session's replay: ``<imported id>@<window>#<config hash>``."""
+
+
+def _same_histories(
+    bounds: pl.DataFrame, actions: pl.DataFrame, again: pl.DataFrame
+) -> dict[str, Any]:
+    """The re-read rates of the harness's compactions and of ours on the same histories: the
+    imported sessions with native compactions that were also replayed, and their replays.
+    Across different sessions the two rates would compare the sessions, not the compactions."""
+    origin = pl.col("session_id").str.replace(REPLAY_SUFFIX, "")
+    native = set(bounds.filter(pl.col("origin") == "native")["session_id"].to_list())
+    ours = bounds.filter(pl.col("origin") != "native").with_columns(history=origin)
+    replayed = native & set(ours["history"].to_list())
+    keep = replayed | set(ours.filter(pl.col("history").is_in(replayed))["session_id"].to_list())
+    if not replayed:
+        return _NOT_REPLAYED
+    sessions = list(keep)
+    return {
+        "sessions": len(replayed),
+        "rates": _rates(
+            bounds.filter(pl.col("session_id").is_in(sessions)),
+            actions.filter(pl.col("session_id").is_in(sessions)),
+            again,
+        ),
+        "note": f"re-reads after the harness's compactions and after ours on the same "
+        f"{len(replayed)} session{'' if len(replayed) == 1 else 's'} (their replays; a "
+        "replayed agent does what the transcript did, so ours count the transcript's own "
+        "reads after our compaction points)",
+    }
 
 
 def _rates(bounds: pl.DataFrame, actions: pl.DataFrame, again: pl.DataFrame) -> dict[str, Any]:

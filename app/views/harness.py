@@ -104,6 +104,9 @@ def render() -> None:
         st.info(f"This session has no compaction its harness made itself. {HOW_TO_IMPORT}")
         return
     _rates(audit["summary"])
+    st.caption(f"On the same histories: {audit['same_histories']['note']}.")
+    if audit["same_histories"]["rates"]:
+        _rates(audit["same_histories"]["rates"])
     for number, entry in enumerate(audit["compactions"], start=1):
         _entry(sid, number, entry)
 
