@@ -51,6 +51,7 @@ from analytics.queries.frames import (
     anchor_items_frame,
     compactions_frame,
     messages_frame,
+    model_calls_frame,
     offloads_frame,
     sessions_frame,
     synthetic_frame,
@@ -60,6 +61,7 @@ from analytics.queries.frames import (
 from analytics.queries.ledger import ledger_frame
 from analytics.queries.materialize import Job, job_table
 from analytics.queries.materialize import refresh as refresh_jobs
+from analytics.queries.quiet import quiet_frame
 from analytics.queries.stats import COHORT_KEYS, cohorts, fleet_stats
 from analytics.replay.driver import ReplayResult, replay_session
 from analytics.report.charts import (
@@ -161,6 +163,7 @@ __all__ = [
     "load_summary",
     "memory_figure",
     "messages_frame",
+    "model_calls_frame",
     "native_sessions",
     "offload_read_backs",
     "offloads_frame",
@@ -168,6 +171,7 @@ __all__ = [
     "pareto_front",
     "postmortem_frames",
     "postmortem_json",
+    "quiet_frame",
     "rebuild",
     "redact_url",
     "refresh_jobs",

@@ -32,9 +32,11 @@ from analytics import (
     job_table,
     ledger_frame,
     messages_frame,
+    model_calls_frame,
     native_sessions,
     offloads_frame,
     postmortem_json,
+    quiet_frame,
     redact_url,
     retention_detail,
     retention_status_rows,
@@ -134,7 +136,12 @@ def _silent_drops(store: EventStore, sid: str | None) -> pl.DataFrame:
     detail = _retention(store, sid)
     if detail.height == 0:
         return detail
-    return silent_drops(detail, compactions_frame(store, scope), turns_frame(store, scope))
+    return silent_drops(
+        detail,
+        compactions_frame(store, scope),
+        turns_frame(store, scope),
+        model_calls=model_calls_frame(store, scope),
+    )
 
 
 def _memory(detail: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -190,6 +197,7 @@ READS: dict[str, Read] = {
     "sources": lambda s, _: session_sources(s),
     "timeline": _timeline,
     "markers": _markers,
+    "quiet": lambda s, sid: quiet_frame(s, sid),
     "postmortems": lambda s, sid: postmortem_json(s, sid, counterfactuals=True),
     "retention": _retention,
     "silent_drops": _silent_drops,

@@ -58,6 +58,7 @@ from analytics.cli.terminal import (
     print_skipped,
     window_too_small,
 )
+from analytics.cli.timeline import register as register_timeline
 from analytics.cli.watching import register as register_watch
 from analytics.importers import ImportIssue
 from analytics.store.projector import IngestResult
@@ -354,6 +355,7 @@ def rebuild(home: HomeOption = None) -> None:
 register_analysis(app)
 register_audit(app)
 register_ledger(app)
+register_timeline(app)
 register_demo(app)
 register_exports()
 register_watch(app)

@@ -141,6 +141,24 @@ def render() -> None:
         st.info(move_sentence(row))
     _costs(sid)
     _marker_links(sid, markers)
+    _quiet(sid)
+
+
+def _quiet(sid: str) -> None:
+    """The decisions not taken: turns near a threshold that compacted nothing, and why."""
+    quiet = frame("quiet", sid)
+    st.subheader("Decisions not taken")
+    if quiet.height == 0:
+        st.caption("No turn came near a threshold without compacting.")
+        return
+    st.dataframe(
+        quiet.select(
+            "turn",
+            (pl.col("ratio") * 100).round(1).alias("% of the window"),
+            pl.col("words").alias("why nothing fired"),
+        ),
+        hide_index=True,
+    )
 
 
 render()
