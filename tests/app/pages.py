@@ -28,12 +28,17 @@ SESSION_PAGES = ("timeline", "emergencies", "offloads", "retention", "diff", "ha
 
 
 def open_page(page: str, **params: str) -> AppTest:
+    """The page in a fresh session whose first run is that page, as a link opens it: every
+    page's ``url_path`` is its file's name (the overview's is "", the default page), so the page
+    is found without first running the overview; that the run was that page is checked."""
     at = AppTest.from_file(str(MAIN), default_timeout=60)
-    at.run()
     at.query_params.update(params)
-    at.switch_page(f"views/{page}.py")
+    if page != "overview":
+        at.switch_page(f"views/{page}.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    ran = at._registered_pages[at._finished_page_script_hash].get("script_path")
+    assert Path(str(ran)).resolve() == MAIN.parent / "views" / f"{page}.py", (page, ran)
     return at
 
 
