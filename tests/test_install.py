@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tomllib
 import venv
 from importlib import metadata
@@ -58,11 +59,14 @@ def test_a_fresh_venv_without_extras_runs_the_readme_loop_and_names_the_suite_ex
     tmp_path: Path,
 ) -> None:
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    # no pip of its own (ensurepip takes seconds): this suite's pip installs into it and lists
+    # it with ``--python``, resolving against the package index just as it would from inside
+    venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
     project = _copy_project(tmp_path / "project")
     installed = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", project],
+        [*pip, "install", "--quiet", project],
         capture_output=True,
         text=True,
         timeout=900,
@@ -70,7 +74,7 @@ def test_a_fresh_venv_without_extras_runs_the_readme_loop_and_names_the_suite_ex
     )
     assert installed.returncode == 0, installed.stderr[-2000:]
     have = subprocess.run(
-        [python, "-m", "pip", "list", "--format", "json"],
+        [*pip, "list", "--format", "json"],
         capture_output=True,
         text=True,
         check=True,

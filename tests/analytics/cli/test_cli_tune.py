@@ -21,16 +21,27 @@ MINI = (
 KEYS = {"name", "kind", "config", *TUNE_FIGURES}
 
 
+def _smallest(folder: Path, count: int) -> Path:
+    """A folder of the ``count`` smallest transcripts of MINI (what is asserted holds for any
+    folder of transcripts; the whole of MINI is 8 MB to tune and replay)."""
+    folder.mkdir()
+    for path in sorted(MINI.rglob("*.traj.json"), key=lambda p: (p.stat().st_size, p))[:count]:
+        (folder / f"{path.parent.parent.name}-{path.name}").write_bytes(path.read_bytes())
+    return folder
+
+
 def test_tune_prints_the_spec_json_and_writes_a_loadable_recommendation(tmp_path: Path) -> None:
     grid = tmp_path / "grid.toml"
     grid.write_text(grid_toml(warn=[0.5, 0.6], min_tail_messages=[6]), encoding="utf-8")
     home = tmp_path / "home"
+    transcripts = _smallest(tmp_path / "transcripts", 3)
     runner = CliRunner()
 
     done = runner.invoke(
         app,
         [
-            *("tune", str(MINI), "--window", "32000", "--grid", str(grid), "--workers", "0"),
+            *("tune", str(transcripts), "--window", "32000", "--grid", str(grid)),
+            *("--workers", "0"),
             *("--strategies", "progressive", "--strategies", "masking", "--json"),
             *("--home", str(home)),
         ],
@@ -49,7 +60,8 @@ def test_tune_prints_the_spec_json_and_writes_a_loadable_recommendation(tmp_path
     again = runner.invoke(
         app,
         [
-            *("replay", str(MINI), "--window", "32000", "--config", recommended["path"]),
+            *("replay", str(transcripts), "--window", "32000"),
+            *("--config", recommended["path"]),
             *("--home", str(tmp_path / "replayed")),
         ],
     )

@@ -1,13 +1,17 @@
 """``compactlens export otlp`` counts exactly the spans it did not deliver (issue 28, item 6.3).
 
 The store holds thousands of effective compactions (more than the OpenTelemetry SDK's batch
-queue of 2,048), made by cloning the ``session_started`` and ``compaction_recorded`` events of
-one synthetic session under new session and record ids. The collectors are real HTTP servers on
-127.0.0.1 (``tests.otlp_receiver``): a slow one, one that answers a few requests and then holds
-every later one unanswered, and a prompt one. The truth is what the receiver answered 200:
-the command's "sent N" must be that number, and its "M of T spans were not delivered" the rest.
-A session whose timestamps OTLP cannot carry (year 9999, before 1970) is skipped and named; the
-other sessions' spans still go, and the endpoint is not blamed.
+queue of 2,048, in five export batches of 512), made by cloning the ``session_started`` and
+``compaction_recorded`` events of one synthetic session under new session and record ids. The
+collectors are real HTTP servers on 127.0.0.1 (``tests.otlp_receiver``): a slow one, one that
+answers a few requests and then holds every later one unanswered, and a prompt one. The truth
+is what the receiver answered 200: the command's "sent N" must be that number, and its "M of T
+spans were not delivered" the rest. A session whose timestamps OTLP cannot carry (year 9999,
+before 1970) is skipped and named; the other sessions' spans still go, and the endpoint is not
+blamed.
+
+The full-size run (over 4,000 spans to the slow collector, with its timings) is
+``bench/otlp_delivery.py``; the counts asserted here do not depend on how many spans there are.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from tests.otlp_receiver import OtlpReceiver
 
 COPIES = 3
 """Each template compaction appears this many times per cloned session."""
-SESSIONS = 100
+SESSIONS = 60
+"""60 sessions of 42 effective compactions: 2,520 spans, past the SDK's queue of 2,048."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def bulk(tmp_path_factory: pytest.TempPathFactory, template: list[Event]) -> Hom
     home = tmp_path_factory.mktemp("bulk")
     ids = [f"bulk-{k:03d}" for k in range(SESSIONS)]
     built = _build(home, {sid: _clone(template, sid, copies=COPIES) for sid in ids})
-    assert built.spans > 4_000  # well past the SDK's queue of 2,048
+    assert built.spans > 2_048  # past the SDK's queue of 2,048, in five batches of 512
     return built
 
 

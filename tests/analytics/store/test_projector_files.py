@@ -20,6 +20,7 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -368,34 +369,85 @@ def test_a_hard_linked_file_between_others_is_skipped_once_and_read_whole_once_u
         _assert_exact(store, spool)
 
 
-_INGEST = """
+_INGESTS = """
 import json, sys
 from pathlib import Path
 from analytics.store import EventStore
 from analytics.store.projector import Projector
-home = Path(sys.argv[1])
-with EventStore.for_home(home) as store:
-    done = Projector(store, home / "spool", chunk_bytes=int(sys.argv[2])).ingest()
-print(json.dumps({"lines": done.lines, "events": done.new_events, "skipped": done.skipped}))
+for request in sys.stdin:
+    home, chunk_bytes = request.rstrip("\\n").split("\\t")
+    with EventStore.for_home(Path(home)) as store:
+        done = Projector(store, Path(home) / "spool", chunk_bytes=int(chunk_bytes)).ingest()
+    print(json.dumps({"lines": done.lines, "events": done.new_events, "skipped": done.skipped}),
+          flush=True)
 """
+"""Ingests on request (a home and a chunk size a line), each with its own store and projector
+as a process of its own would make them: one interpreter start for the module, not one an
+ingest."""
 
 
-def _unprivileged_ingest(home: Path, chunk_bytes: int) -> dict[str, object]:
-    argv = [*NO_DAC, sys.executable, "-c", _INGEST, str(home), str(chunk_bytes)]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out: dict[str, object] = json.loads(done.stdout)
-    return out
+class _Unprivileged:
+    """A Python process without the capability to read other users' files that ingests a home
+    when asked (``_INGESTS``), started on the first ask; its stderr goes to a file so that it
+    never blocks on a pipe."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self.proc is None:
+            argv = [*NO_DAC, sys.executable, "-c", _INGESTS]
+            with self.log.open("wb") as stderr:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    text=True, cwd=ROOT,
+                )  # fmt: skip
+        return self.proc
+
+    def ingest(self, home: Path, chunk_bytes: int) -> dict[str, object]:
+        proc = self._started()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(f"{home}\t{chunk_bytes}\n")
+        proc.stdin.flush()
+        # the timeout guards against a hang; it is no speed limit
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline() if ready else ""
+        assert line, self.log.read_text(errors="replace") or "no answer from the ingest"
+        out: dict[str, object] = json.loads(line)
+        return out
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:  # a clean exit, as each one-shot process had
+            assert self.proc.wait(120) == 0, self.log.read_text(errors="replace")
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def unprivileged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Unprivileged]:
+    """One unprivileged ingesting process for the module's tests."""
+    worker = _Unprivileged(tmp_path_factory.mktemp("unprivileged") / "stderr.log")
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 @pytest.mark.parametrize("chunk_bytes", [700, CHUNK_BYTES])
 def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_once_readable(
-    tmp_path: Path, chunk_bytes: int
+    tmp_path: Path, chunk_bytes: int, unprivileged: _Unprivileged
 ) -> None:
     skip_unless_unreadable(tmp_path)
     spool = tmp_path / "spool"
     files = _five_files(spool)
-    _unprivileged_ingest(tmp_path, chunk_bytes)  # every file has a position
+    unprivileged.ingest(tmp_path, chunk_bytes)  # every file has a position
     for path in files:
         write_lines(path, usage_lines(path.stem, 2, start_seq=_complete(path)[1]))
     _append(files[4], b'{"torn')
@@ -405,7 +457,7 @@ def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_onc
     for path in locked:
         os.chown(path, NOBODY, NOBODY)
         path.chmod(0o600)
-    result = _unprivileged_ingest(tmp_path, chunk_bytes)
+    result = unprivileged.ingest(tmp_path, chunk_bytes)
     assert result["lines"] == result["events"] == 2 * 3
     assert result["skipped"] == [
         f"{p.name}: cannot be read (Permission denied); tried again next time" for p in locked
@@ -416,7 +468,7 @@ def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_onc
                       offsets={p.name: before[p.name] for p in locked})  # fmt: skip
     for path in locked:
         os.chown(path, 0, 0)
-    assert _unprivileged_ingest(tmp_path, chunk_bytes)["lines"] == 2 * 2
+    assert unprivileged.ingest(tmp_path, chunk_bytes)["lines"] == 2 * 2
     with EventStore.for_home(tmp_path) as store:
         _assert_exact(store, spool)
 

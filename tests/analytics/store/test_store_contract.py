@@ -4,15 +4,19 @@ PostgreSQL the tests start (``conftest.backend``).
 Same tables, same projections, same jobs: a spool ingested into either backend gives the tables
 a local ingest of it gives, twice is once, a torn last line waits, a rebuild of the projections
 changes nothing, job results are replaced in one commit, and the tables export as Parquet.
-Spools are synthetic sessions run through ``CompactionSession`` with a real ``SpoolSink``.
+Spools are synthetic sessions run through ``CompactionSession`` with a real ``SpoolSink``, run
+once a module and copied into each test's home; the tests that only read share one ingested
+store a backend (``ingested``).
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
+import pytest
 
 from analytics.queries.materialize import JOBS, refresh
 from analytics.queries.stats import fleet_stats
@@ -28,7 +32,8 @@ from tests.analytics.spool_helpers import (
     usage_lines,
     write_lines,
 )
-from tests.analytics.store.conftest import Backend
+from tests.analytics.store.conftest import Backend, lake_backend
+from tests.analytics.store.postgres import PostgresServer
 
 LAKE_ONLY_COLUMNS = {"spool_offsets": ("host", "spool")}
 """Columns a lake adds: whose spool an offset belongs to."""
@@ -51,6 +56,36 @@ def realistic_spool(home: Path) -> None:
     run_session(home, second, 2, delete=True)
     run_session(home, first, 3, capture="metadata")
     write_lines(home / "spool" / "zz-bad.jsonl", ["this is not an event"])
+
+
+@pytest.fixture(scope="module")
+def realistic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home holding ``realistic_spool``, made once: each test copies it (``spool_into``)."""
+    home = tmp_path_factory.mktemp("realistic")
+    realistic_spool(home)
+    return home
+
+
+def spool_into(realistic: Path, home: Path) -> None:
+    """``realistic_spool(home)``, as a copy of the module's (the sessions take a second each)."""
+    shutil.copytree(realistic, home, symlinks=True, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="module", params=["local", "lake"])
+def ingested(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, realistic: Path
+) -> Backend:
+    """``backend`` with ``realistic`` ingested, made once a backend for the tests that only
+    read it (a lake ingest takes seconds)."""
+    home = tmp_path_factory.mktemp(f"ingested-{request.param}")
+    spool_into(realistic, home)
+    if request.param == "local":
+        backend = Backend("local", home, Selection())
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres")
+        backend = lake_backend(server, home)
+    ingest_into(backend)
+    return backend
 
 
 def ingest_into(backend: Backend, home: Path | None = None) -> None:
@@ -83,19 +118,19 @@ class TestStoreContract:
             assert all(n == 0 for name, n in store.counts().items() if name != "meta")
 
     def test_a_spool_ingested_gives_the_tables_a_local_ingest_gives(
-        self, backend: Backend, tmp_path: Path
+        self, ingested: Backend, tmp_path: Path
     ) -> None:
-        realistic_spool(backend.home)
-        ingest_into(backend)
-        with backend.open() as store:
+        with ingested.open() as store:
             got = comparable(store)
-        assert got["events"].height == spool_line_count(backend.home) - 1
+        assert got["events"].height == spool_line_count(ingested.home) - 1
         assert got["quarantine"].height == 1
         assert got["compactions"].height > 0
-        assert_same_tables(got, local_reference(tmp_path, backend))
+        assert_same_tables(got, local_reference(tmp_path, ingested))
 
-    def test_ingesting_the_same_spool_again_doubles_nothing(self, backend: Backend) -> None:
-        realistic_spool(backend.home)
+    def test_ingesting_the_same_spool_again_doubles_nothing(
+        self, backend: Backend, realistic: Path
+    ) -> None:
+        spool_into(realistic, backend.home)
         ingest_into(backend)
         with backend.open() as store:
             once = comparable(store)
@@ -124,8 +159,10 @@ class TestStoreContract:
             assert (second.lines, second.new_events) == (1, 1)
             assert store.counts()["usage"] == 3
 
-    def test_rebuilding_the_projections_changes_no_table(self, backend: Backend) -> None:
-        realistic_spool(backend.home)
+    def test_rebuilding_the_projections_changes_no_table(
+        self, backend: Backend, realistic: Path
+    ) -> None:
+        spool_into(realistic, backend.home)
         ingest_into(backend)
         with backend.open() as store:
             before = comparable(store)
@@ -147,9 +184,9 @@ class TestStoreContract:
             assert results.job_stamps("probe").sort("session_id").rows() == [("a", 2, 5)]
 
     def test_the_jobs_give_the_figures_a_local_store_gives(
-        self, backend: Backend, tmp_path: Path
+        self, backend: Backend, realistic: Path, tmp_path: Path
     ) -> None:
-        realistic_spool(backend.home)
+        spool_into(realistic, backend.home)
         ingest_into(backend)
         with backend.open() as store:
             refresh(store, JOBS)
@@ -161,10 +198,8 @@ class TestStoreContract:
         assert figures["compactions"]["total"] > 0
         assert figures == expected
 
-    def test_every_table_exports_as_parquet(self, backend: Backend, tmp_path: Path) -> None:
-        realistic_spool(backend.home)
-        ingest_into(backend)
-        with backend.open() as store:
+    def test_every_table_exports_as_parquet(self, ingested: Backend, tmp_path: Path) -> None:
+        with ingested.open() as store:
             written = store.export_parquet(tmp_path / "out")
             counts = store.counts()
         assert {p.stem for p in written} == set(TABLES)
