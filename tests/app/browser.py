@@ -1,11 +1,16 @@
 """Headless Chromium (Debian's ``chromium`` and ``chromium-driver``) driven by Selenium.
 
 ``page_text`` waits until Streamlit has finished running the page's script and the expected
-text is on screen, by polling (no fixed sleeps); ``exception_boxes`` finds Streamlit's exception
-elements. Screenshots go to ``data/screenshots/`` (ignored by git), one PNG per page; with
-``README_SCREENSHOTS=1`` in the environment the pages the README shows are also written over
-``docs/app-<name>.png`` (``readme_screenshot``), so the README's pictures are the browser
-tests' own: ``README_SCREENSHOTS=1 pytest -n 0 tests/app/test_browser.py -k readme``.
+text is on screen, by polling (no fixed sleeps); ``TextShows`` is such a poll's condition.
+Selenium's visible text (``body_text``) is the truth every wait is decided on, but it costs about
+a second on a large page (its atom walks every element of the DOM, Plotly's SVG included), so a
+poll first reads the page's ``innerText`` (milliseconds) and asks for the visible text only when
+that already shows what is awaited, or when ``FULL_CHECK_S`` have passed without it.
+``exception_boxes`` finds Streamlit's exception elements. Screenshots go to
+``data/screenshots/`` (ignored by git), one PNG per page; with ``README_SCREENSHOTS=1`` in the
+environment the pages the README shows are also written over ``docs/app-<name>.png``
+(``readme_screenshot``), so the README's pictures are the browser tests' own:
+``README_SCREENSHOTS=1 pytest -n 0 tests/app/test_browser.py -k readme``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ FLAGS = (
     "--disable-sync",
     "--window-size=1400,1800",
 )
+FULL_CHECK_S = 2.0
+"""At most this long between two reads of the visible text while a wait polls: were the cheap
+``innerText`` ever to word a text differently from the visible text, the wait still decides on
+the latter, only less often."""
 DEADLINE_S = 90.0
 """Seconds a page may take to show what a test waits for: generous, for a loaded machine (the
 waits poll, so a fast machine does not wait longer)."""
@@ -65,6 +74,32 @@ def body_text(driver: WebDriver) -> str:
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
+def _inner_text(driver: WebDriver) -> str:
+    """The body's ``innerText``, whitespace (no-break spaces included) folded to one space."""
+    text = driver.execute_script("return document.body ? document.body.innerText : '';")
+    return " ".join(str(text or "").split())
+
+
+class TextShows:
+    """A condition for ``wait_for``: ``shows(body_text(driver))``, with the visible text read
+    only when the cheap ``innerText`` (whitespace folded) already ``shows``, or at least every
+    ``FULL_CHECK_S`` otherwise. True only ever on the visible text, kept as ``text``."""
+
+    def __init__(self, driver: WebDriver, shows: Callable[[str], bool]) -> None:
+        self.driver = driver
+        self.shows = shows
+        self.text = ""
+        self._last_full = time.monotonic()
+
+    def __call__(self) -> bool:
+        cheap = self.shows(_inner_text(self.driver))
+        if not cheap and time.monotonic() - self._last_full < FULL_CHECK_S:
+            return False
+        self._last_full = time.monotonic()
+        self.text = body_text(self.driver)
+        return self.shows(self.text)
+
+
 def running(driver: WebDriver) -> bool:
     """Whether Streamlit shows its "running" status (the script has not finished)."""
     return bool(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'))
@@ -83,12 +118,16 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
 def page_text(driver: WebDriver, *expected: str, timeout: float = DEADLINE_S) -> str:
     """The page's visible text once every ``expected`` string is shown and the run is over."""
 
-    def ready() -> bool:
-        text = body_text(driver)
-        return all(e in text for e in expected) and not running(driver)
+    shows = TextShows(driver, lambda text: all(e in text for e in expected))
 
-    wait_for(ready, timeout, f"{expected} on {driver.current_url}")
-    return body_text(driver)
+    def ready() -> bool:
+        return not running(driver) and shows()
+
+    try:
+        wait_for(ready, timeout, f"{expected} on {driver.current_url}")
+    except AssertionError as timed_out:  # say what the page showed instead
+        raise AssertionError(f"{timed_out}; it showed:\n{body_text(driver)[:2000]}") from None
+    return shows.text
 
 
 def click_until(

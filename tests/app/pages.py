@@ -2,7 +2,8 @@
 
 ``open_page`` runs ``app/main.py`` under ``streamlit.testing``, switches to a page with query
 parameters and checks no exception was rendered; ``shown`` is every text a person would read;
-``link_params`` the query of a page link. The store they read is the one ``COMPACTLENS_HOME``
+``link_params`` the query of a page link; ``PageCache`` renders each page of an unchanging store
+once for the tests that only read it. The store they read is the one ``COMPACTLENS_HOME``
 names (see ``conftest.fixture_home``).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -66,13 +67,32 @@ def session_with(home: FixtureHome, prefix: str) -> str:
     return next(s for s in home.sessions if s.startswith(prefix))
 
 
-def plural_slips(sessions: Iterable[str]) -> list[str]:
+class PageCache:
+    """Each page of one unchanging store rendered once (``open_page``) and handed to every test
+    that only reads it: a module whose store no test writes after it is built can check one page
+    from several tests without running it again. A test that interacts with a page (a widget
+    ``.run()``) takes a fresh one from ``open_page`` instead."""
+
+    def __init__(self) -> None:
+        self._pages: dict[tuple[str, tuple[tuple[str, str], ...]], AppTest] = {}
+
+    def __call__(self, page: str, **params: str) -> AppTest:
+        key = (page, tuple(sorted(params.items())))
+        if key not in self._pages:
+            self._pages[key] = open_page(page, **params)
+        return self._pages[key]
+
+
+def plural_slips(
+    sessions: Iterable[str], opened_by: Callable[..., AppTest] = open_page
+) -> list[str]:
     """Every "1 <plural noun>" ("1 emergencies", "(1 sessions)") on the fleet pages and on
-    each session page of ``sessions``, as page, parameters and the words."""
+    each session page of ``sessions``, as page, parameters and the words; the pages opened by
+    ``opened_by`` (``open_page``, or a ``PageCache``'s pages)."""
     opened: list[tuple[str, dict[str, str]]] = [(page, {}) for page in FLEET_PAGES]
     opened += [(page, {"session": sid}) for sid in sessions for page in SESSION_PAGES]
     said: list[str] = []
     for page, params in opened:
-        text = shown(open_page(page, **params)).replace("\\", "")
+        text = shown(opened_by(page, **params)).replace("\\", "")
         said += [f"{page} {params}: {m[0]}" for m in ONE_PLURAL.finditer(text)]
     return said

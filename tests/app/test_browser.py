@@ -36,6 +36,7 @@ from analytics.tuning.recommend import write_config
 from analytics.tuning.specs import StrategySpec
 from tests.app.browser import (
     DEADLINE_S,
+    TextShows,
     body_text,
     browser_missing,
     click_until,
@@ -149,8 +150,9 @@ def test_tuning_run_started_from_the_page_reports_progress_then_its_front(
     click_until(
         served.driver,
         "//button[.//p[text()='start']]",
-        lambda: (
-            re.search(r"\d+ of \d+ trials|run \S+ finished", body_text(served.driver)) is not None
+        TextShows(
+            served.driver,
+            lambda text: re.search(r"\d+ of \d+ trials|run \S+ finished", text) is not None,
         ),
         "a tuning run in progress",
     )
@@ -225,7 +227,8 @@ def test_a_session_spooled_while_the_page_is_open_appears_without_a_reload(
 
     # no driver.get: the app's refresher must redraw the open page by itself (how soon, on a
     # quiet machine, is bench/app_pages.py's figure; here the deadline only bounds a hang)
-    wait_for(lambda: new_id in body_text(served.driver), DEADLINE_S, f"{new_id} on /sessions")
+    appeared = TextShows(served.driver, lambda text: new_id in text)
+    wait_for(appeared, DEADLINE_S, f"{new_id} on /sessions")
     assert not exception_boxes(served.driver)
 
 
@@ -481,7 +484,7 @@ def test_counterfactuals_computed_from_a_session_opened_in_the_list_stay_on_its_
     click_until(
         served.driver,
         "//button[.//p[text()='compute counterfactuals']]",
-        lambda: "Counterfactuals of turn" in body_text(served.driver),
+        TextShows(served.driver, lambda text: "Counterfactuals of turn" in text),
         "the counterfactuals on the session's page",
     )
 

@@ -28,7 +28,7 @@ from app.postmortem import CAUSE_TITLES
 from compactor import CompactorConfig
 from tests.app.findings import CLAUDE, WINDOW, FindingsHome, build_findings_home
 from tests.app.fixtures import TRANSCRIPTS
-from tests.app.pages import open_page, plural_slips, shown
+from tests.app.pages import PageCache, open_page, plural_slips, shown
 
 TIERS = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
 LABEL = re.compile(r"^turn (\d+) · (WARN|SOFT|FULL|EMERGENCY) · ([\d,]+) → ([\d,]+) tokens$")
@@ -46,6 +46,14 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FindingsHome]:
         st.cache_data.clear()
 
 
+@pytest.fixture(scope="module")
+def rendered(found: FindingsHome) -> PageCache:
+    """The module's pages, each rendered once: no test here writes to ``found``'s store after
+    it is built (the replays they run go to homes of their own), so a page read by several tests
+    (and by the plural check, which opens them all) is the same page each time."""
+    return PageCache()
+
+
 def chart(at: AppTest, index: int = 0) -> dict[str, Any]:
     spec: dict[str, Any] = json.loads(at.get("plotly_chart")[index].proto.spec)
     return spec
@@ -53,6 +61,7 @@ def chart(at: AppTest, index: int = 0) -> dict[str, Any]:
 
 def test_the_timeline_y_axis_holds_the_line_and_draws_every_marker_on_it(
     found: FindingsHome,
+    rendered: PageCache,
 ) -> None:
     sid = found.session(SIDECHAIN)
     truth = found.effective[sid]
@@ -60,7 +69,7 @@ def test_the_timeline_y_axis_holds_the_line_and_draws_every_marker_on_it(
     line = max(WINDOW, found.view_peak[sid])
     assert highest > 1.08 * line  # a marker far above the line and the window
 
-    spec = chart(open_page("timeline", session=sid))
+    spec = chart(rendered("timeline", session=sid))
 
     low, high = spec["layout"]["yaxis"]["range"]
     tiers = [t for t in spec["data"] if t.get("name") in TIERS.values()]
@@ -74,6 +83,7 @@ def test_the_timeline_y_axis_holds_the_line_and_draws_every_marker_on_it(
 
 def test_the_timeline_says_why_the_line_jumps_when_the_estimator_learns_the_hidden_prompt(
     found: FindingsHome,
+    rendered: PageCache,
 ) -> None:
     sid = found.session(MAIN_CHAIN)
     transcript = found.transcript(sid)
@@ -81,7 +91,7 @@ def test_the_timeline_says_why_the_line_jumps_when_the_estimator_learns_the_hidd
     assert usage is not None and usage.input_tokens
     counted = f"{usage.input_tokens:,}"  # what the provider said of the first prompt
 
-    at = open_page("timeline", session=sid)
+    at = rendered("timeline", session=sid)
 
     said = " ".join(i.value for i in at.info)
     assert f"Turn 2: for turn 1 the provider counted {counted} input tokens" in said
@@ -112,11 +122,13 @@ def test_the_diff_picker_lists_only_effective_compactions_by_turn_tier_and_token
     assert "Before:" in shown(at) and at.query_params["compaction"] == str(truth[-1]["id"])
 
 
-def test_an_empty_retention_chart_says_every_summary_fell_back(found: FindingsHome) -> None:
+def test_an_empty_retention_chart_says_every_summary_fell_back(
+    found: FindingsHome, rendered: PageCache
+) -> None:
     sid = found.session(SIDECHAIN)
     summarising = sum(r["tier"] in (2, 3) for r in found.effective[sid])
 
-    at = open_page("retention", session=sid)
+    at = rendered("retention", session=sid)
 
     assert not at.get("plotly_chart")
     said = " ".join(i.value for i in at.info)
@@ -143,12 +155,13 @@ def _representative(members: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_each_group_of_emergencies_opens_with_its_cause_count_and_turns_then_the_fix(
     found: FindingsHome,
+    rendered: PageCache,
 ) -> None:
     sid = found.session(SIDECHAIN)
     groups = _by_cause(found, sid)
     assert len(groups) > 1, "one cause only: the test would prove little"
 
-    at = open_page("emergencies", session=sid)
+    at = rendered("emergencies", session=sid)
 
     headings = [h.value for h in at.subheader]
     assert len(headings) == len(groups)
@@ -169,7 +182,7 @@ def test_each_group_of_emergencies_opens_with_its_cause_count_and_turns_then_the
 
 
 def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_it(
-    found: FindingsHome, tmp_path: Path
+    found: FindingsHome, rendered: PageCache, tmp_path: Path
 ) -> None:
     # the first session (the sidechain's, while it has one) whose groups show a verified fix
     candidates = [found.session(SIDECHAIN), *(s for s in found.effective if s != SIDECHAIN)]
@@ -184,7 +197,7 @@ def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_
     )
     assert verified, "no verified fix in any session: the test would prove nothing"
 
-    at = open_page("emergencies", session=sid)
+    at = rendered("emergencies", session=sid)
 
     tomls = [c.value for c in at.code if c.language == "toml"]
     assert len(tomls) == len(at.get("download_button")) == len(verified)
@@ -214,6 +227,7 @@ def test_a_verified_fix_is_a_toml_file_that_replay_config_loads_and_that_avoids_
 
 def test_a_baseline_that_did_not_reproduce_is_said_in_words_and_avoids_nothing(
     found: FindingsHome,
+    rendered: PageCache,
 ) -> None:
     missed = [p for p in found.postmortems if p["reproduced"] is False]
     if not missed:
@@ -221,7 +235,7 @@ def test_a_baseline_that_did_not_reproduce_is_said_in_words_and_avoids_nothing(
     pm = missed[0]
     members = _by_cause(found, pm["session_id"])[str(pm["cause"])]
 
-    at = open_page("emergencies", session=pm["session_id"])
+    at = rendered("emergencies", session=pm["session_id"])
 
     if len(members) > 1:  # the group's list says it for each of its emergencies
         listed = [
@@ -243,7 +257,9 @@ def test_a_baseline_that_did_not_reproduce_is_said_in_words_and_avoids_nothing(
     assert not at.get("download_button")
 
 
-def test_an_unavoidable_cause_gives_the_window_needed(found: FindingsHome) -> None:
+def test_an_unavoidable_cause_gives_the_window_needed(
+    found: FindingsHome, rendered: PageCache
+) -> None:
     sid = found.session(MAIN_CHAIN)
     transcript = found.transcript(sid)
     usage = transcript.usage_at(transcript.turns[0])
@@ -252,7 +268,7 @@ def test_an_unavoidable_cause_gives_the_window_needed(found: FindingsHome) -> No
     groups = _by_cause(found, sid)
     assert set(groups) <= set(UNAVOIDABLE)  # no config could have avoided any of them
 
-    at = open_page("emergencies", session=sid)
+    at = rendered("emergencies", session=sid)
 
     headings = [h.value for h in at.subheader]
     assert len(headings) == len(groups)
@@ -266,8 +282,10 @@ def test_an_unavoidable_cause_gives_the_window_needed(found: FindingsHome) -> No
     assert all(any(f"{n:,}+ tokens" in f for f in fixes) for n in needed)
 
 
-def test_the_fleet_list_names_each_emergency_by_its_cause(found: FindingsHome) -> None:
-    at = open_page("emergencies")
+def test_the_fleet_list_names_each_emergency_by_its_cause(
+    found: FindingsHome, rendered: PageCache
+) -> None:
+    at = rendered("emergencies")
 
     labels = [str(link.proto.label).replace("\\", "") for link in at.get("page_link")]
     listed = [label for label in labels if "tokens" in label]
@@ -277,14 +295,14 @@ def test_the_fleet_list_names_each_emergency_by_its_cause(found: FindingsHome) -
     )
 
 
-def test_a_session_fix_is_named_above_the_groups(found: FindingsHome) -> None:
+def test_a_session_fix_is_named_above_the_groups(found: FindingsHome, rendered: PageCache) -> None:
     fixed = [p for p in found.postmortems if (p.get("session_fix") or {}).get("verified")]
     if not fixed:
         pytest.skip("no session here has a verified session fix")
     pm = fixed[0]
     fix = pm["session_fix"]
 
-    at = open_page("emergencies", session=pm["session_id"])
+    at = rendered("emergencies", session=pm["session_id"])
 
     said = [m.value.replace("\\", "") for m in at.markdown]
     named = [m for m in said if m.startswith("**One fix for the session:**")]
@@ -294,5 +312,5 @@ def test_a_session_fix_is_named_above_the_groups(found: FindingsHome) -> None:
         assert avoided.strip("s )").split(", ") == [str(t) for t in fix["avoids"]]
 
 
-def test_no_page_says_one_with_a_plural_noun(found: FindingsHome) -> None:
-    assert not plural_slips(found.effective)
+def test_no_page_says_one_with_a_plural_noun(found: FindingsHome, rendered: PageCache) -> None:
+    assert not plural_slips(found.effective, rendered)

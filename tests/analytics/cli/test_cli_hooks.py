@@ -5,7 +5,9 @@ a valid payload and on a malformed one (quarantined, with a line saying why), th
 ``install`` writes imports nothing but the standard library, and a ``PostCompact`` payload
 leads to the harness's compaction in the store after the next ``watch`` pass. The install is run
 twice on a settings file full of someone else's settings and hooks: it keeps every one of them,
-and the second run changes nothing, not even the file's time.
+and the second run changes nothing, not even the file's time. The commands a user types
+(``hook install``, ``watch --once``) run in this process with the test's own ``HOME``: a process
+of their own would add seconds of imports each and prove nothing more about them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner, Result
 
 from analytics.cli.hooks import HOOK_EVENTS, hook_command, with_hooks
+from analytics.cli.main import app
 from analytics.cli.watching import catch_up, watch_lock
 from analytics.importers import harness_hooks
 from analytics.importers.harness_hooks import HookFact, Position, read_facts, read_problems
@@ -79,6 +83,15 @@ def _cli(
         timeout=TIMEOUT_S,
         check=False,
     )
+
+
+def _typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str | Path) -> Result:
+    """``compactlens ARGS`` as a user types it, run in this process with the ``HOME`` that
+    ``_env`` gives a process; a crash is a failure, not an exit code."""
+    monkeypatch.setenv("HOME", _env(tmp_path)["HOME"])
+    done = CliRunner().invoke(app, list(map(str, args)))
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    return done
 
 
 def _installed(
@@ -256,16 +269,17 @@ def _ours(settings: dict[str, Any], event: str) -> list[str]:
 
 @pytest.mark.integration
 def test_install_is_idempotent_keeps_every_other_setting_and_shows_the_diff(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project, home = tmp_path / "project", tmp_path / "home"
     (project / ".claude").mkdir(parents=True)
     path = project / ".claude" / "settings.json"
     path.write_text(json.dumps(FOREIGN, indent=4) + "\n")
 
-    first = _cli(tmp_path, "hook", "install", "claude-code", "--project", project, "--home", home)
-    assert first.returncode == 0, first.stderr
-    out = first.stdout.decode()
+    install = ("hook", "install", "claude-code", "--project", project)
+    first = _typed(monkeypatch, tmp_path, *install, "--home", home)
+    assert first.exit_code == 0, first.stderr
+    out = first.stdout
     assert out.startswith(f"--- {path} (before)") and "+" in out and "harness_hooks.py" in out
     settings = _settings(project)
     for key in ("$schema", "model", "permissions", "env"):
@@ -276,42 +290,46 @@ def test_install_is_idempotent_keeps_every_other_setting_and_shows_the_diff(
         assert _ours(settings, event) == [hook_command(home)]
 
     before, stamp = path.read_bytes(), path.stat().st_mtime_ns
-    second = _cli(tmp_path, "hook", "install", "claude-code", "--project", project, "--home", home)
-    assert second.returncode == 0 and second.stdout == b""
-    assert b"already installed; nothing changed" in second.stderr
+    second = _typed(monkeypatch, tmp_path, *install, "--home", home)
+    assert second.exit_code == 0 and second.stdout == ""
+    assert "already installed; nothing changed" in second.stderr
     assert (path.read_bytes(), path.stat().st_mtime_ns) == (before, stamp)
 
     elsewhere = tmp_path / "other-home"
-    moved = _cli(
-        tmp_path, "hook", "install", "claude-code", "--project", project, "--home", elsewhere
-    )
-    assert moved.returncode == 0
+    moved = _typed(monkeypatch, tmp_path, *install, "--home", elsewhere)
+    assert moved.exit_code == 0
     for event in HOOK_EVENTS:  # the earlier entry replaced, not doubled
         assert _ours(_settings(project), event) == [hook_command(elsewhere)]
 
 
 @pytest.mark.integration
-def test_install_for_the_user_and_what_it_refuses(tmp_path: Path) -> None:
+def test_install_for_the_user_and_what_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
-    user = _cli(tmp_path, "hook", "install", "claude-code", "--user", "--home", home)
-    assert user.returncode == 0, user.stderr
+    user = _typed(monkeypatch, tmp_path, "hook", "install", "claude-code", "--user", "--home", home)
+    assert user.exit_code == 0, user.stderr
     written = tmp_path / "user" / ".claude" / "settings.json"
     assert _ours(json.loads(written.read_text()), "PostCompact") == [hook_command(home)]
 
-    both = _cli(tmp_path, "hook", "install", "claude-code", "--user", "--project", tmp_path)
-    assert both.returncode == 2
+    both = _typed(
+        monkeypatch, tmp_path, "hook", "install", "claude-code", "--user", "--project", tmp_path
+    )
+    assert both.exit_code == 2
 
     broken = tmp_path / "broken"
     (broken / ".claude").mkdir(parents=True)
     (broken / ".claude" / "settings.json").write_text('{"model": "opus",')
-    refused = _cli(tmp_path, "hook", "install", "claude-code", "--project", broken)
-    assert refused.returncode == 1 and b"not valid JSON" in refused.stderr
+    refused = _typed(monkeypatch, tmp_path, "hook", "install", "claude-code", "--project", broken)
+    assert refused.exit_code == 1 and "not valid JSON" in refused.stderr
     assert (broken / ".claude" / "settings.json").read_text() == '{"model": "opus",'
 
     dry = tmp_path / "dry"
     dry.mkdir()
-    shown = _cli(tmp_path, "hook", "install", "claude-code", "--project", dry, "--dry-run")
-    assert shown.returncode == 0 and b"harness_hooks.py" in shown.stdout
+    shown = _typed(
+        monkeypatch, tmp_path, "hook", "install", "claude-code", "--project", dry, "--dry-run"
+    )
+    assert shown.exit_code == 0 and "harness_hooks.py" in shown.stdout
     assert not (dry / ".claude").exists()
 
 
@@ -330,7 +348,7 @@ def test_with_hooks_refuses_hooks_of_another_shape() -> None:
 @pytest.mark.integration
 @pytest.mark.skipif(not CLAUDE.is_file(), reason=f"no transcript at {CLAUDE}")
 def test_a_postcompact_hook_puts_the_compaction_in_the_store_at_the_next_watch_pass(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     transcript = tmp_path / "elsewhere" / "198393f2-22db-477b-ac77-1825bea883ae.jsonl"
     transcript.parent.mkdir()
@@ -341,9 +359,9 @@ def test_a_postcompact_hook_puts_the_compaction_in_the_store_at_the_next_watch_p
     bad, _ = _installed(tmp_path, home, b"{oops")
     assert bad.returncode == 0
 
-    passed = _cli(tmp_path, "watch", "--once", "--home", home)  # no transcript folder at all
-    assert passed.returncode == 0, passed.stderr
-    out = passed.stdout.decode()
+    passed = _typed(monkeypatch, tmp_path, "watch", "--once", "--home", home)  # no folder at all
+    assert passed.exit_code == 0, passed.stderr
+    out = passed.stdout
     assert "hook claude-code PostCompact (auto)" in out and f"following {transcript}" in out
     assert "hook payload quarantined" in out and "not JSON" in out
     assert f"{transcript} (new +" in out and "1 harness compaction" in out
@@ -355,8 +373,8 @@ def test_a_postcompact_hook_puts_the_compaction_in_the_store_at_the_next_watch_p
         ).rows()
     assert found == [("claude-code", "auto", str(transcript.resolve()))]
 
-    again = _cli(tmp_path, "watch", "--once", "--home", home)
-    assert again.returncode == 0 and b"hook claude-code" not in again.stdout  # read once
+    again = _typed(monkeypatch, tmp_path, "watch", "--once", "--home", home)
+    assert again.exit_code == 0 and "hook claude-code" not in again.stdout  # read once
 
 
 @pytest.mark.integration

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,70 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_reads_answer_while_the_app_owns_the_store_with_the_figures_of_an_idle_store(
-    home: Path,
+class AppOwner:
+    """``compactlens ui`` owning a home's store, shared by the tests of this module: starting
+    the app costs seconds, so a test reuses the one still running; the one that must see it
+    stop stops it, and whichever stops it asserts that it exited 0."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.run: Run | None = None
+
+    def running(self) -> Run:
+        """The app, ready (its URL printed): the one still running, else a new one."""
+        if self.run is None or self.run.process.poll() is not None:
+            port = str(free_port())
+            self.run = Run(
+                ["ui", "--port", port, "--no-browser", "--home", str(self.home)], self.home
+            )
+            self.run.url()
+        return self.run
+
+    def stop(self) -> None:
+        """Stop the app if it runs (SIGINT, as Ctrl-C); it must exit 0."""
+        if self.run is not None and self.run.process.poll() is None:
+            self.run.process.send_signal(signal.SIGINT)
+            assert self.run.stopped() == 0
+
+
+@pytest.fixture(scope="module")
+def app_owner(home: Path) -> Iterator[AppOwner]:
+    owner = AppOwner(home)
+    yield owner
+    owner.stop()
+
+
+def test_a_reader_killed_holding_the_loan_hands_the_store_back(
+    home: Path, app_owner: AppOwner
 ) -> None:
-    run = Run(["ui", "--port", str(free_port()), "--no-browser", "--home", str(home)], home)
+    app_owner.running()  # left running for the next test; whoever stops it asserts exit 0
+    # a reader that borrows the store and is killed before it gives it back
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from analytics.store.lending import reading_store\n"
+        "with reading_store(Path(sys.argv[1]), 'hostile', read_only=True) as store:\n"
+        "    print('borrowed', flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", code, str(home)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL and "borrowed" in killed.stdout
+    stats = _cli(home, "stats", "--json")  # the owner took the store back and lends again
+    assert stats.returncode == 0, stats.stderr[-1500:]
+    assert json.loads(stats.stdout)["sessions"] == len(list(CTF.rglob("*.traj")))
+
+
+def test_reads_answer_while_the_app_owns_the_store_with_the_figures_of_an_idle_store(
+    home: Path, app_owner: AppOwner
+) -> None:
+    run = app_owner.running()
     try:
-        run.url()
         refused = _cli(home, "ingest")  # a writer is refused, and told who owns the store
         assert refused.returncode != 0
         assert "held by PID" in refused.stderr
@@ -81,36 +140,8 @@ def test_reads_answer_while_the_app_owns_the_store_with_the_figures_of_an_idle_s
     assert after["stats"]["sessions"] == len(list(CTF.rglob("*.traj")))
 
 
-def test_a_reader_killed_holding_the_loan_hands_the_store_back(home: Path) -> None:
-    run = Run(["ui", "--port", str(free_port()), "--no-browser", "--home", str(home)], home)
-    try:
-        run.url()
-        # a reader that borrows the store and is killed before it gives it back
-        code = (
-            "import os, signal, sys\n"
-            "from pathlib import Path\n"
-            "from analytics.store.lending import reading_store\n"
-            "with reading_store(Path(sys.argv[1]), 'hostile', read_only=True) as store:\n"
-            "    print('borrowed', flush=True)\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        )
-        killed = subprocess.run(
-            [sys.executable, "-c", code, str(home)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert killed.returncode == -signal.SIGKILL and "borrowed" in killed.stdout
-        stats = _cli(home, "stats", "--json")  # the owner took the store back and lends again
-        assert stats.returncode == 0, stats.stderr[-1500:]
-        assert json.loads(stats.stdout)["sessions"] == len(list(CTF.rglob("*.traj")))
-    finally:
-        run.process.send_signal(signal.SIGINT)
-        assert run.stopped() == 0
-
-
-def test_reads_answer_while_ingest_watch_owns_the_store(home: Path) -> None:
+def test_reads_answer_while_ingest_watch_owns_the_store(home: Path, app_owner: AppOwner) -> None:
+    app_owner.stop()  # the watcher is to own the store, not an app a test left running
     run = Run(["ingest", "--watch", "--interval", "0.2", "--home", str(home)], home)
     try:
         run.line_with("watching", 120)

@@ -8,6 +8,11 @@ store's maintenance fails for real while small commits still land in the catalog
 says so and goes on, and once the folder is writable again everything is there and it stops
 with exit 0, leaving no Parquet file the catalog does not know. Every wait is on a condition
 (a line printed, a count in the lake) with a generous deadline.
+
+The two tests share one PostgreSQL of the module's own (started once; each test has its own
+database and makes sure the server runs before and after it), and the waits for a count read
+on one connection every ``POLL_S`` instead of opening the lake for every look. There is no
+race to repeat here, so ``bench/lake_stress.py`` does not run it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from tests.compactor.tmpfs import small_tmpfs
 pytestmark = pytest.mark.e2e
 
 DEADLINE_S = 300
+POLL_S = 0.05
 BATCH = 150
 CATALOG_FILE_TABLES = (
     "ducklake_data_file",
@@ -41,9 +47,10 @@ CATALOG_FILE_TABLES = (
 they have waited ``lake.KEEP_SNAPSHOTS_S``)."""
 
 
-@pytest.fixture
-def server() -> Iterator[PostgresServer]:
-    """A PostgreSQL of this test's own: it is stopped and started under the watcher."""
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL of this module's own (not the session's: it is stopped under a watcher),
+    started once for both tests; each test has a database of its own on it."""
     try:
         started = PostgresServer.start()
     except PostgresUnavailableError as exc:
@@ -51,9 +58,24 @@ def server() -> Iterator[PostgresServer]:
     try:
         yield started
     finally:
-        if not (started.root / "data" / "postmaster.pid").exists():
-            start_again(started)  # a test that failed while it was stopped
+        if not running(started):
+            start_again(started)  # pg_ctl stop wants it running
         started.stop()
+
+
+@pytest.fixture
+def server(own_server: PostgresServer) -> Iterator[PostgresServer]:
+    """The module's PostgreSQL, running when the test starts and again when it ends (a test
+    that failed while it was stopped leaves it running for the next one)."""
+    if not running(own_server):
+        start_again(own_server)
+    yield own_server
+    if not running(own_server):
+        start_again(own_server)
+
+
+def running(server: PostgresServer) -> bool:
+    return (server.root / "data" / "postmaster.pid").exists()
 
 
 def pg_ctl(server: PostgresServer, *args: str) -> None:
@@ -82,13 +104,28 @@ def lake_events(lake: Lake) -> tuple[int, int] | None:
 
 
 def wait_for_events(lake: Lake, expected: int) -> None:
+    """Until the lake holds ``expected`` events, read on one connection (opened again only
+    after a failure: opening a lake costs far more than a query on it)."""
     deadline = time.monotonic() + DEADLINE_S
     seen = None
-    while time.monotonic() < deadline:
-        seen = lake_events(lake)
-        if seen is not None and seen[0] >= expected:
-            break
-        time.sleep(0.2)  # polling interval only: the condition decides, the deadline bounds
+    store: LakeStore | None = None
+    try:
+        while time.monotonic() < deadline:
+            try:
+                store = store or LakeStore(lake, read_only=True)
+                row = store.query("SELECT count(*), count(DISTINCT event_id) FROM events").row(0)
+                seen = (int(row[0]), int(row[1]))
+            except StoreError:
+                seen = None
+                if store is not None:
+                    store.close()
+                    store = None
+            if seen is not None and seen[0] >= expected:
+                break
+            time.sleep(POLL_S)  # polling interval only: the condition decides, the deadline bounds
+    finally:
+        if store is not None:
+            store.close()
     assert seen == (expected, expected)
 
 

@@ -8,6 +8,12 @@ the store's maintenance at the end of each ingest (``CHECKPOINT``) races the oth
 ("could not serialize access"). All must exit 0, the lake must equal one local ingest of the
 same files, and a reader's ``stats`` started at the same instant, and again while they write,
 never fails. Real processes, a real PostgreSQL, a real lake; no sleeps decide anything.
+
+CI starts one fleet of ingests and a rebuild on one fresh lake (``STRESS_ROUNDS`` = 1) with
+``EVENTS`` = 50 usage events each, and the hosts' bulk files of ``BULK_LINES`` = 800 lines.
+``bench/lake_stress.py`` raises ``COMPACTLENS_STRESS_ROUNDS`` (fleets started on fresh lakes one
+after another: each is one more chance for the catalog creations to collide) and
+``COMPACTLENS_STRESS_SCALE`` (more events per host, so the writes last longer under the reader).
 """
 
 from __future__ import annotations
@@ -29,13 +35,21 @@ from tests.analytics.spool_helpers import (
 )
 from tests.analytics.store.conftest import Backend, lake_backend
 from tests.analytics.store.postgres import PostgresServer
-from tests.analytics.store.test_lake_writers import BULK_LINES, _without_inodes, local_union
+from tests.analytics.store.test_lake_writers import (
+    STRESS_ROUNDS,
+    STRESS_SCALE,
+    _without_inodes,
+    local_union,
+)
 from tests.analytics.store.test_store_contract import comparable
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 600
 HOSTS = 3
-EVENTS = 200
+EVENTS = 50 * STRESS_SCALE
+BULK_LINES = 800 * STRESS_SCALE
+"""Kept at the size it had before CI was cut (not ``test_lake_writers``' 200): each ingest here
+commits once, and its length is what the looping ``stats`` reader overlaps."""
 
 AT_THE_BARRIER = """
 import os, sys, time
@@ -166,8 +180,9 @@ def test_ingests_and_a_rebuild_opening_fresh_lakes_at_once_all_exit_0(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     """Three ingests and a rebuild (which ingests its own spool, then recomputes every
-    projection) start together on a fresh lake, twice: eight processes, none fails."""
-    rounds, commands = 2, ("ingest", "ingest", "ingest", "rebuild")
+    projection) start together on a fresh lake, ``STRESS_ROUNDS`` times (once in CI): four
+    processes a round, none fails."""
+    rounds, commands = STRESS_ROUNDS, ("ingest", "ingest", "ingest", "rebuild")
     failed = []
     for r in range(rounds):
         lake = lake_backend(postgres, tmp_path / f"round-{r}")
