@@ -14,28 +14,12 @@ Run: ``.venv/bin/python bench/fuzz.py [--factor 20] [-n 2] [-k EXPR]``.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
-import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script too
 
-
-def _results(junit: Path) -> list[tuple[str, str, float]]:
-    """(test id, outcome, seconds) of every test case in a JUnit XML file."""
-    found: list[tuple[str, str, float]] = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        outcome = "passed"
-        for kind in ("failure", "error", "skipped"):
-            if case.find(kind) is not None:
-                outcome = {"failure": "FAILED", "error": "ERROR"}.get(kind, kind)
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        found.append((name, outcome, float(case.get("time", "0"))))
-    return found
+from bench.pytest_runs import run_tests
 
 
 def main() -> int:
@@ -44,31 +28,18 @@ def main() -> int:
     parser.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers (0: none)")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory(prefix="compactlens-fuzz-") as tmp:
-        junit = Path(tmp) / "fuzz.xml"
-        command = [
-            *(sys.executable, "-m", "pytest", "tests", "-m", "hypothesis"),
+    return run_tests(
+        [
+            *("tests", "-m", "hypothesis"),
             *("--hypothesis-profile=fuzz", "--hypothesis-show-statistics"),
-            *("-n", str(args.workers), f"--junitxml={junit}"),
+            *("-n", str(args.workers)),
             *(("-k", args.keyword) if args.keyword else ()),
-        ]
-        env = {**os.environ, "COMPACTLENS_FUZZ_FACTOR": str(args.factor)}
-        started = time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, env=env, check=False)
-        took = time.perf_counter() - started
-        results = _results(junit) if junit.exists() else []
-
-    print(f"\n{'outcome':<8} {'seconds':>8}  property test (examples x{args.factor})")
-    for name, outcome, seconds in sorted(results, key=lambda r: -r[2]):
-        print(f"{outcome:<8} {seconds:>8.1f}  {name}")
-    failed = sum(r[1] in ("FAILED", "ERROR") for r in results)
-    print(
-        f"fuzz: {len(results)} property tests at {args.factor}x the CI's examples, "
-        f"{len(results) - failed} passed, {failed} failed, {took:.0f} s "
-        f"(pytest exit {done.returncode})"
+        ],
+        {"COMPACTLENS_FUZZ_FACTOR": str(args.factor)},
+        name="fuzz",
+        column=f"property test (examples x{args.factor})",
+        scope=f"at {args.factor}x the CI's examples",
     )
-    return done.returncode
 
 
 if __name__ == "__main__":

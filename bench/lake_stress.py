@@ -18,33 +18,18 @@ Run: ``.venv/bin/python bench/lake_stress.py [--rounds 4] [--scale 4] [-k EXPR]`
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
-import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script too
+
+from bench.pytest_runs import run_tests
+
 TESTS = (
     "tests/analytics/store/test_lake_writers.py",
     "tests/analytics/store/test_lake_fleet_start.py",
     "tests/analytics/store/test_lake_maintenance.py",
 )
-
-
-def _results(junit: Path) -> list[tuple[str, str, float]]:
-    """(test id, outcome, seconds) of every test case in a JUnit XML file."""
-    found: list[tuple[str, str, float]] = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        outcome = "passed"
-        for kind in ("failure", "error", "skipped"):
-            if case.find(kind) is not None:
-                outcome = {"failure": "FAILED", "error": "ERROR"}.get(kind, kind)
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        found.append((name, outcome, float(case.get("time", "0"))))
-    return found
 
 
 def main() -> int:
@@ -55,39 +40,16 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1 or args.scale < 1:
         parser.error("--rounds and --scale must be at least 1")
-
-    with tempfile.TemporaryDirectory(prefix="compactlens-lake-stress-") as tmp:
-        junit = Path(tmp) / "lake_stress.xml"
-        command = [
-            *(sys.executable, "-m", "pytest", "-q", "-n", "0", *TESTS),
-            f"--junitxml={junit}",
-            *(("-k", args.keyword) if args.keyword else ()),
-        ]
-        env = {
-            **os.environ,
+    return run_tests(
+        ["-q", "-n", "0", *TESTS, *(("-k", args.keyword) if args.keyword else ())],
+        {
             "COMPACTLENS_STRESS_ROUNDS": str(args.rounds),
             "COMPACTLENS_STRESS_SCALE": str(args.scale),
-        }
-        print(
-            f"lake stress: COMPACTLENS_STRESS_ROUNDS={args.rounds} "
-            f"COMPACTLENS_STRESS_SCALE={args.scale} {' '.join(command[1:])}",
-            flush=True,
-        )
-        started = time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, env=env, check=False)
-        took = time.perf_counter() - started
-        results = _results(junit) if junit.exists() else []
-
-    print(f"\n{'outcome':<8} {'seconds':>8}  lake test (rounds x{args.rounds}, size x{args.scale})")
-    for name, outcome, seconds in sorted(results, key=lambda r: -r[2]):
-        print(f"{outcome:<8} {seconds:>8.1f}  {name}")
-    failed = sum(r[1] in ("FAILED", "ERROR") for r in results)
-    print(
-        f"lake stress: {len(results)} tests at {args.rounds} rounds and {args.scale}x the CI's "
-        f"size, {len(results) - failed} passed, {failed} failed, {took:.0f} s "
-        f"(pytest exit {done.returncode})"
+        },
+        name="lake stress",
+        column=f"lake test (rounds x{args.rounds}, size x{args.scale})",
+        scope=f"at {args.rounds} rounds and {args.scale}x the CI's size",
     )
-    return done.returncode
 
 
 if __name__ == "__main__":

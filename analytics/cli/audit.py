@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from analytics.cli.common import Command, HomeOption, handled, json_text, resolve_home
+from analytics.cli.common import Command, HomeOption, handled, resolve_home, shown
 from analytics.cli.terminal import console
 from analytics.queries.audit import audit_json
 from analytics.store.lending import reading_store
@@ -75,10 +75,7 @@ def audit(
     root = resolve_home(home, write=False)
     with handled(), reading_store(root, "audit", read_only=True) as store:
         found = audit_json(store, session)
-    if as_json:
-        typer.echo(json_text(found))
-    else:
-        audit_table(found)
+    shown(found, as_json, audit_table)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,7 @@ import functools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -214,6 +214,14 @@ def _quotes_a_secret(exc: BaseException) -> bool:
             return True
         found = found.__cause__ or found.__context__
     return False
+
+
+def shown(found: dict[str, Any], as_json: bool, table: Callable[[dict[str, Any]], None]) -> None:
+    """A command's answer: one JSON document on stdout with ``--json``, else its table."""
+    if as_json:
+        typer.echo(json_text(found))
+    else:
+        table(found)
 
 
 def json_text(payload: Any) -> str:

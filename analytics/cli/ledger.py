@@ -21,8 +21,8 @@ from analytics.cli.common import (
     HomeOption,
     PriceProfileOption,
     handled,
-    json_text,
     resolve_home,
+    shown,
 )
 from analytics.cli.terminal import console
 from analytics.queries.ledger import ledger_json
@@ -78,10 +78,7 @@ def ledger(
     root = resolve_home(home, write=False)
     with handled(), analysed(root) as store:
         found = ledger_json(store, session, price_profile=profile)
-    if as_json:
-        typer.echo(json_text(found))
-    else:
-        ledger_table(found)
+    shown(found, as_json, ledger_table)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from analytics.cli.analysis import JsonOption
-from analytics.cli.common import Command, HomeOption, handled, json_text, resolve_home
+from analytics.cli.common import Command, HomeOption, handled, resolve_home, shown
 from analytics.cli.terminal import console
 from analytics.queries.quiet import quiet_json
 from analytics.store.lending import reading_store
@@ -47,10 +47,7 @@ def timeline(
     root = resolve_home(home, write=False)
     with handled(), reading_store(root, "timeline", read_only=True) as store:
         found = quiet_json(store, session)
-    if as_json:
-        typer.echo(json_text(found))
-    else:
-        quiet_table(found)
+    shown(found, as_json, quiet_table)
 
 
 def register(app: typer.Typer) -> None:
