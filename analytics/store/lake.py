@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import importlib.resources
 import os
+import random
 import re
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -52,6 +54,13 @@ ROLLED_BACK = "nothing was changed and the spool is untouched: fix the cause and
 BATCH_ROLLED_BACK = (
     "that batch was rolled back (its events wait in the spool): fix the cause and try again"
 )
+COMPACTION_BUG_RETRIES = 3
+COMPACTION_BUG_WAIT_S = 0.5
+_COMPACTION_BUG = re.compile(r"DuckLakeCompaction - expected a single output file")
+"""DuckLake's merge of adjacent files failing with an INTERNAL error while other hosts commit
+(DuckLake issues 525 and 1025; seen on a fresh lake that three hosts ingest into at once). The
+merge is all or nothing, so the maintenance is run again, on a new connection, a few times
+before it is reported."""
 MAINTENANCE_FAILED = (
     "the events stay stored as committed; the maintenance runs again next time (nothing "
     "it would have merged or deleted is lost)"
@@ -348,12 +357,25 @@ class LakeStore(EventStore):
             f"CHECKPOINT {CATALOG}",
             f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', older_than => {older})",
         )
-        try:
-            for step in steps:  # each its own transaction: CHECKPOINT cannot run inside one
-                retry_conflicts(partial(self._run_step, step))
-        except duckdb.Error as exc:
-            self._remove_unwritten(exc)
-            raise self._failure(exc, "maintenance (CHECKPOINT)", MAINTENANCE_FAILED) from exc
+        for attempt in range(COMPACTION_BUG_RETRIES + 1):
+            try:
+                for step in steps:  # each its own transaction: CHECKPOINT cannot run inside one
+                    retry_conflicts(partial(self._run_step, step))
+                return
+            except duckdb.Error as exc:
+                self._remove_unwritten(exc)
+                if attempt < COMPACTION_BUG_RETRIES and _COMPACTION_BUG.search(str(exc)):
+                    self._reconnect()  # the failed merge changed nothing; the next one may not
+                    time.sleep(COMPACTION_BUG_WAIT_S * (attempt + 1) * (0.5 + random.random()))
+                    continue
+                raise self._failure(exc, "maintenance (CHECKPOINT)", MAINTENANCE_FAILED) from exc
+
+    def _reconnect(self) -> None:
+        """A new connection in place of this one (an INTERNAL error may leave DuckDB's
+        instance unusable)."""
+        with contextlib.suppress(duckdb.Error):
+            self.con.close()
+        self.con = self._open_lake()
 
     def _run_step(self, sql: str) -> None:
         self.con.execute(sql).fetchall()
