@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs.common import conform, drop_deleted, live_sessions
+from analytics.jobs.common import conform, drop_deleted, live_sessions, tier_name
 from compactor import CompactorConfig
 
 DEFAULTS = CompactorConfig()
@@ -67,7 +67,6 @@ _SESSIONS = {
     "emergency": pl.Float64(),
     "config": pl.String(),
 }
-_TIER_NAMES = {0: "none", 1: "Warn", 2: "Soft", 3: "Full", 4: "Emergency"}
 
 
 def quiet_turns(
@@ -130,7 +129,7 @@ def _pct(expr: pl.Expr, decimals: int = 1) -> pl.Expr:
 def _words() -> pl.Expr:
     """The reason in words, with the figures that make it checkable."""
     at = _pct(pl.col("ratio"))
-    tier = pl.col("tier").replace_strict(_TIER_NAMES, default="?", return_dtype=pl.String)
+    tier = tier_name().str.to_titlecase().fill_null("?")
     return (
         pl.when(pl.col("reason") == "below_threshold")
         .then(
