@@ -303,6 +303,14 @@ def tune(
             "by default sessions are counted calibrated, as replay and a live agent count them",
         ),
     ] = False,
+    hold_back: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--hold-back",
+            help="A transcript file or folder among PATHS to hold back for the recommendation's "
+            "figures (repeatable; default: 30% of the files, chosen by their names)",
+        ),
+    ] = None,
 ) -> None:
     """The tuning lab: replay sessions under many configs and rival strategies, recommend one."""
     profile = price_profile_of(price_profile)
@@ -323,6 +331,7 @@ def tune(
                 price_profile=profile,
                 objective=objective,
                 calibrate=not uncalibrated,
+                held_back=hold_back,
             )
         except GridError as exc:
             raise typer.BadParameter(str(exc), param_hint="--grid") from None

@@ -2,12 +2,14 @@
 
 Sessions are grouped by the transcript file of their root session (a sidechain follows the
 main chain it belongs to through ``parent_session_id``, whatever file it came from), so a main
-chain and its sidechains are never on both sides. About ``HELD_BACK_SHARE`` of the files, by a
-hash of the path (stable across runs and machines), are held back; the other files are dealt
-into up to ``FOLDS`` tuning folds. ``fold_spread`` is the k-fold cross-validation of the
-recommendation rule: each fold's figures of the recommended config, and of the config the rule
-chooses on the other folds, measured on that fold; ``figures_by_file`` sums a trial's figures
-per transcript file. Nothing here replays anything.
+chain and its sidechains are never on both sides. ``HELD_BACK_SHARE`` of the files (rounded, at
+least one) are held back: those whose name hashes lowest, the name being the file's own and its
+folder's (``project/session.jsonl``), so the same transcripts split the same way wherever they
+sit on whichever machine; the other files are dealt into up to ``FOLDS`` tuning folds (``tune
+--hold-back`` names the held-back files instead). ``fold_spread`` is the k-fold cross-validation
+of the recommendation rule: each fold's figures of the recommended config, and of the config
+the rule chooses on the other folds, measured on that fold; ``figures_by_file`` sums a trial's
+figures per transcript file. Nothing here replays anything.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from analytics.tuning.metrics import SessionMetrics, totals
@@ -50,8 +53,11 @@ class FileSplit:
     fold_files: list[list[str]]
 
 
-def _bucket(path: str) -> float:
-    return int(hashlib.sha256(path.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+def _rank(path: str) -> tuple[str, str]:
+    """Where a file falls in the held-back order: the hash of its last two path parts, then
+    the full path (two folders may hold files of the same names)."""
+    name = "/".join(PurePath(path).parts[-2:])
+    return hashlib.sha256(name.encode()).hexdigest(), path
 
 
 def _root_files(sessions: Sequence[SessionSource]) -> dict[str, str]:
@@ -67,17 +73,24 @@ def _root_files(sessions: Sequence[SessionSource]) -> dict[str, str]:
     return out
 
 
-def split_by_file(sessions: Sequence[SessionSource]) -> FileSplit:
+def split_by_file(
+    sessions: Sequence[SessionSource], held_back: Collection[str] | None = None
+) -> FileSplit:
     """Held-back and tuning sessions by transcript file (see the module text); both sides
-    non-empty when there are two files or more (a single file is both)."""
+    non-empty when there are two files or more (a single file is both). ``held_back`` names
+    the files to hold back instead (source paths as the sessions give them; the caller checks
+    that each is one of theirs and that some file is left to tune on)."""
     group = _root_files(sessions)
-    files = sorted(set(group.values()), key=lambda f: (_bucket(f), f))
-    if len(files) < 2:
+    files = sorted(set(group.values()), key=_rank)
+    if held_back is not None:
+        held_files = [f for f in files if f in held_back]
+        tune_files = [f for f in files if f not in held_back]
+    elif len(files) < 2:
         ids = sorted(group)
         return FileSplit(ids, ids, files, [], [])
-    held_files = [f for f in files if _bucket(f) < HELD_BACK_SHARE] or files[-1:]
-    tune_files = [f for f in files if f not in held_files] or held_files[:1]
-    held_files = [f for f in held_files if f not in tune_files] or held_files
+    else:
+        held = min(len(files) - 1, max(1, round(HELD_BACK_SHARE * len(files))))
+        held_files, tune_files = files[:held], files[held:]
     k = min(FOLDS, len(tune_files))
     fold_files = [tune_files[i::k] for i in range(k)] if k >= 2 else []
     members = {f: sorted(sid for sid, g in group.items() if g == f) for f in files}

@@ -160,6 +160,7 @@ def _run_id(
     trials: int,
     pricing: str = "",
     calibrate: bool = False,
+    held: Sequence[str] = (),
 ) -> str:
     h = hashlib.sha256()
     for s in sessions:
@@ -170,7 +171,34 @@ def _run_id(
     h.update(json.dumps([window, trials, [x.model_dump(mode="json") for x in specs]]).encode())
     h.update(pricing.encode())
     h.update(b"calibrated" if calibrate else b"")  # uncalibrated runs keep their old ids
+    h.update(json.dumps(list(held)).encode())  # the split decides the Optuna trials
     return h.hexdigest()[:12]
+
+
+def _held_files(
+    sources: Sequence[SessionSource], held_back: Sequence[PathArg] | None
+) -> set[str] | None:
+    """The source paths ``held_back`` names (a file, or every file under a folder), checked:
+    ``AnalyticsError`` for a path that names no session's file, or when nothing is left."""
+    if held_back is None:
+        return None
+    files = {s.source_path for s in sources if s.source_path}
+    resolved = {f: Path(f).resolve() for f in files}
+    held: set[str] = set()
+    for path in held_back:
+        wanted = Path(path).resolve()
+        found = {f for f, r in resolved.items() if r == wanted or wanted in r.parents}
+        if not found:
+            raise AnalyticsError(
+                f"--hold-back {path}: no session of the transcripts given comes from it "
+                "(name a transcript file or folder among the paths to tune on)"
+            )
+        held |= found
+    if held >= files:
+        raise AnalyticsError(
+            f"--hold-back holds back all {len(files)} transcript file(s): leave some to tune on"
+        )
+    return held
 
 
 class _Runner:
@@ -340,14 +368,17 @@ def run_tune(
     price_profile: PriceProfile | None = None,
     objective: Objective | None = None,
     calibrate: bool = True,
+    held_back: Sequence[PathArg] | None = None,
 ) -> TuneReport:
     """Replays ``paths``' sessions under the rivals, the grid and ``trials`` Optuna trials at
     ``window``, priced under ``price_profile`` (default: each session's model's), calibrated on
     the transcripts' usage as ``replay`` is (unless ``calibrate`` is False: bytes / 4, as
     ``replay --uncalibrated``); resumes the same run if it was interrupted. ``objective``
     (default ``cost`` when some session has a priced profile, else ``tokens``) drives the
-    recommendation and the Pareto front. Raises
-    ``AnalyticsError`` for a path that does not exist or when no session has a turn,
+    recommendation and the Pareto front. ``held_back`` (files or folders among ``paths``)
+    chooses the held-back files instead of the split by name. Raises
+    ``AnalyticsError`` for a path that does not exist or when no session has a turn, for a
+    ``held_back`` path that holds no session's file or one that leaves nothing to tune on,
     ``StrategyError`` for a strategy name and ``GridError`` for a bad grid or one over
     ``max_trials`` with the trials (both ``AnalyticsError`` and ``ValueError``), before
     anything is imported."""
@@ -358,14 +389,14 @@ def run_tune(
     if not sessions:
         raise AnalyticsError(f"no session with a model turn in {[str(p) for p in paths]}")
     ids = [s.session_id for s in sessions]
-    split = split_by_file(
-        [SessionSource(s.session_id, s.source_path, s.parent_session_id) for s in sessions]
-    )
+    sources = [SessionSource(s.session_id, s.source_path, s.parent_session_id) for s in sessions]
+    split = split_by_file(sources, _held_files(sources, held_back))
     tune_ids, held_ids = split.tune, split.held
     chosen_objective = objective or _default_objective(sessions, price_profile)
     pricing = price_profile.model_dump_json() if price_profile else "by-model"
     specs_planned = [spec for _k, spec in tasks]
-    run_id = _run_id(sessions, window, specs_planned, trials, pricing, calibrate) + f"-s{seed}"
+    run_id = _run_id(sessions, window, specs_planned, trials, pricing, calibrate, held_ids)
+    run_id += f"-s{seed}"
     home_path = Path(home)
     log = RunLog(
         run_path(home_path, run_id), new_header(run_id, window, ids, held_ids, len(tasks) + trials)

@@ -2,9 +2,9 @@
 <recommended.toml>`` of the held-back files, with no other flag, bills what ``tune`` reported.
 
 Real transcripts with provider usage, given by relative path as a user would: two
-mini-swe-agent (DeepSeek) sessions that the split keeps for tuning, and a Claude Code session
-(its harness's hidden prompt is most of a 16k window) and a mini-swe-agent (DeepSeek reasoner)
-session that it holds back. ``tune`` runs a small grid; the held-back files it names are
+mini-swe-agent (DeepSeek) sessions to tune on, and a Claude Code session (its harness's hidden
+prompt is most of a 16k window) and a mini-swe-agent (DeepSeek reasoner) session held back
+with ``--hold-back``. ``tune`` runs a small grid; the held-back files it names are
 replayed with the recommended TOML into a fresh store, and the store's billed tokens
 (``stats --json``: the views over every turn plus the summariser's reads and writes, SPEC 5.3,
 what ``tune`` bills) are compared with ``tune``'s held-back figure. A config with tool-time
@@ -63,6 +63,7 @@ def _tune(home: Path, *extra: str) -> dict[str, Any]:
     out = invoke_ok(
         *("tune", *FILES, "--window", WINDOW, "--workers", "0", "--json"),
         *("--strategies", "progressive", "--grid", str(grid), "--home", str(home), *extra),
+        *(arg for path in FILES[2:] for arg in ("--hold-back", path)),
     )
     found: dict[str, Any] = json.loads(out)
     return found
@@ -95,7 +96,7 @@ def test_replaying_the_recommended_toml_bills_what_tune_reported_for_the_held_ba
 ) -> None:
     rec = tuned["recommended"]
     held = rec["held_back_sessions"]
-    assert sorted(held) == sorted(FILES[2:])  # the split this test was written for
+    assert sorted(held) == sorted(FILES[2:])  # as --hold-back asked
     assert rec["calibrated"] is True and "--uncalibrated" not in rec["estimator"]
     assert "--uncalibrated" not in Path(rec["path"]).read_text(encoding="utf-8")
 

@@ -3,7 +3,7 @@ and the spread of the recommendation across the tuning folds."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from analytics.tuning import SessionMetrics, SessionSource, StrategySpec, split_by_file
 from analytics.tuning.folds import fold_spread
@@ -82,3 +82,21 @@ def test_the_spread_gives_each_fold_s_cost_of_the_recommendation_and_the_rule_s_
     assert found["spread"]["min"] == min(costs) and found["spread"]["max"] == 5.0 * len(first)
     assert found["objective"] == "cost"
     assert found["spread_per_session"]["max"] == 5.0
+
+
+def test_the_split_holds_back_three_tenths_by_name_wherever_the_folder_is() -> None:
+    """A fresh temporary folder each run once moved files across sides (6 of 10 held back in one
+    CI run, 1 in another): the split now depends on names only, and on a fixed share."""
+    for files in (2, 3, 10, 37):
+        names = [f"proj-{f % 3}/s{f}.jsonl" for f in range(files)]
+        splits = [
+            split_by_file([SessionSource(n, f"{root}/{n}") for n in names])
+            for root in ("/tmp/pytest-1/a", "/home/x/data", "relative")
+        ]
+        held = [
+            sorted(PurePath(p).relative_to(PurePath(p).parents[1]).as_posix() for p in s.held_files)
+            for s in splits
+        ]
+        assert held[0] == held[1] == held[2], (files, held)
+        assert len(held[0]) == min(files - 1, max(1, round(0.3 * files)))
+        assert splits[0].tune == splits[1].tune and splits[0].tune  # never empty
