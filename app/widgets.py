@@ -8,7 +8,7 @@ It reads nothing from the store itself: the options it offers are handed to it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -84,6 +84,22 @@ def pick(
     return str(value)
 
 
+def _url_state(name: str, default: Any, read: Callable[[str], Any]) -> Callable[[], None]:
+    """Seed widget ``name``'s state from the URL (``read`` of its text; ``default`` when the URL
+    has none) and return the ``on_change`` that writes a choice back, leaving the default out."""
+    asked = param(name)
+    st.session_state[name] = default if asked is None else read(asked)
+
+    def _keep() -> None:
+        chosen = st.session_state[name]
+        if chosen == default:
+            st.query_params.pop(name, None)
+        else:
+            st.query_params[name] = "1" if chosen is True else str(chosen)
+
+    return _keep
+
+
 def url_choice(
     name: str,
     options: Sequence[str],
@@ -91,29 +107,34 @@ def url_choice(
     *,
     default: str,
     words: Mapping[str, str] | None = None,
+    column: Any = st,
 ) -> str:
     """A picker whose choice is query parameter ``name``: the URL's value when it is one of
     ``options`` (a shared link opens on it), else ``default``, which the URL leaves out.
-    A choice writes the URL before the page reruns; ``words`` say what each option is."""
-    asked = param(name)
-    st.session_state[name] = asked if asked in options else default
-
-    def _keep() -> None:
-        chosen = str(st.session_state[name])
-        if chosen == default:
-            st.query_params.pop(name, None)
-        else:
-            st.query_params[name] = chosen
-
+    A choice writes the URL before the page reruns; ``words`` say what each option is;
+    ``column`` is where it is drawn (a column of ``st.columns``)."""
+    keep = _url_state(name, default, lambda asked: asked if asked in options else default)
     shown = words or {}
-    value = st.selectbox(
+    value = column.selectbox(
         label,
         list(options),
         key=name,
-        on_change=_keep,
+        on_change=keep,
         format_func=lambda option: shown.get(option, option),
     )
     return str(value)
+
+
+def url_text(name: str, label: str, *, column: Any = st) -> str:
+    """A text input whose text is query parameter ``name`` (left out when empty)."""
+    keep = _url_state(name, "", str)
+    return str(column.text_input(label, key=name, on_change=keep))
+
+
+def url_flag(name: str, label: str, *, column: Any = st) -> bool:
+    """A checkbox that is query parameter ``name`` (``1`` when ticked, left out when not)."""
+    keep = _url_state(name, False, lambda asked: asked not in ("", "0", "false"))
+    return bool(column.checkbox(label, key=name, on_change=keep))
 
 
 def paginate(frame: pl.DataFrame, key: str, *, page_size: int = 50) -> pl.DataFrame:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from analytics import COHORT_KEYS
 from app.context import frame
-from app.widgets import EMPTY_STORE, link, paginate
+from app.widgets import EMPTY_STORE, link, paginate, url_choice, url_flag, url_text
 from app.words import COHORT_WORDS, plural
 
 SORTS = {
@@ -28,11 +28,11 @@ SORTS = {
 
 def _filtered(rows: pl.DataFrame) -> pl.DataFrame:
     left, middle, right, last = st.columns([3, 2, 2, 2])
-    text = left.text_input("session id contains", key="filter_text")
+    text = url_text("contains", "session id contains", column=left)
     agents = sorted(str(a) for a in rows.get_column("agent").drop_nulls().unique().to_list())
-    agent = middle.selectbox("agent", ["all", *agents], key="filter_agent")
-    sort = right.selectbox("sort by", list(SORTS), key="sort")
-    only = last.checkbox("with emergencies only", key="filter_emergencies")
+    agent = url_choice("agent", ["all", *agents], "agent", default="all", column=middle)
+    sort = url_choice("sort", list(SORTS), "sort by", default=next(iter(SORTS)), column=right)
+    only = url_flag("emergencies", "with emergencies only", column=last)
     if text:
         rows = rows.filter(pl.col("session_id").str.contains(text, literal=True))
     if agent != "all":
@@ -46,18 +46,14 @@ def _filtered(rows: pl.DataFrame) -> pl.DataFrame:
 def _by_cohort(rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` with the chosen cohort as a column, limited to one of its groups if chosen."""
     left, right = st.columns(2)
-    by = left.selectbox(
-        "cohort",
-        ["none", *COHORT_KEYS],
-        key="cohort_by",
-        format_func=lambda k: COHORT_WORDS.get(str(k), str(k)),
-    )
+    keys = ["none", *COHORT_KEYS]
+    by = url_choice("by", keys, "cohort", default="none", words=COHORT_WORDS, column=left)
     if by == "none":
         return rows
     name = str(by)
     rows = rows.join(frame("cohort_of", name), on="session_id", how="left")
     values = sorted(str(v) for v in rows.get_column(name).drop_nulls().unique().to_list())
-    chosen = right.selectbox(f"{name} is", ["all", *values], key="cohort_value")
+    chosen = url_choice("is", ["all", *values], f"{name} is", default="all", column=right)
     return rows if chosen == "all" else rows.filter(pl.col(name) == chosen)
 
 

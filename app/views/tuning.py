@@ -35,7 +35,7 @@ from analytics import (
 from app import tuning_job
 from app.context import home, read
 from app.owner import allowed_roots
-from app.widgets import md_escape, param
+from app.widgets import md_escape, url_choice
 from app.words import plural
 
 HOW = (
@@ -127,9 +127,7 @@ def _runs() -> None:
     st.subheader(f"Runs ({runs.height})")
     st.dataframe(runs.drop("path"), hide_index=True)
     ids = [str(r) for r in runs.get_column("run_id").to_list()]
-    chosen = param("run")
-    index = ids.index(chosen) if chosen in ids else 0
-    run_id = st.selectbox("run", ids, index=index, key="tuning_run")
+    run_id = url_choice("run", ids, "run", default=ids[0])
     _show_run(runs.filter(pl.col("run_id") == run_id).row(0, named=True), found.trials)
 
 

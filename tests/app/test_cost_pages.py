@@ -125,8 +125,8 @@ def test_the_sessions_page_filters_on_a_cohort_and_shows_it_as_a_column(
     fixture_home: FixtureHome,
 ) -> None:
     at = open_page("sessions")
-    at.selectbox(key="cohort_by").select("window").run()
-    at.selectbox(key="cohort_value").select("window 8,000").run()
+    at.selectbox(key="by").select("window").run()
+    at.selectbox(key="is").select("window 8,000").run()
 
     assert not at.exception
     at_8k = sorted(s for s, w in fixture_home.windows.items() if w == 8000)
@@ -136,6 +136,33 @@ def test_the_sessions_page_filters_on_a_cohort_and_shows_it_as_a_column(
     table = at.dataframe[0].value
     assert sorted(table["session_id"]) == at_8k
     assert set(table["window"]) == {"window 8,000"}
+    assert dict(at.query_params) == {"by": "window", "is": "window 8,000"}  # shareable
+
+
+def test_a_shared_sessions_address_reopens_its_filters_and_defaults_stay_out_of_it(
+    fixture_home: FixtureHome,
+) -> None:
+    """Every filter of the sessions page is in its address: a person who picks them and sends
+    the address shows the same list; the defaults add nothing to it."""
+    at = open_page("sessions")
+    at.selectbox(key="sort").select("most turns").run()
+    at.checkbox(key="emergencies").check().run()
+    at.text_input(key="contains").input("@16000").run()
+    at.selectbox(key="sort").select("newest first").run()  # back to the default
+
+    assert dict(at.query_params) == {"emergencies": "1", "contains": "@16000"}
+    with_emergencies = {
+        sid for sid, rows in fixture_home.effective.items() if any(r["tier"] == 4 for r in rows)
+    }
+    expected = sorted(s for s in with_emergencies if "@16000" in s)
+    assert 0 < len(expected) < sum("@16000" in s for s in fixture_home.sessions)  # both narrow
+    assert sorted(at.dataframe[0].value["session_id"]) == expected
+
+    shared = open_page("sessions", **dict(at.query_params))
+
+    assert shared.checkbox(key="emergencies").value is True
+    assert shared.text_input(key="contains").value == "@16000"
+    assert sorted(shared.dataframe[0].value["session_id"]) == expected
 
 
 def _traces(at: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:

@@ -157,6 +157,6 @@ def test_imported_sessions_have_no_window_on_the_overview_and_the_sessions_page(
     assert "window 0" not in at.selectbox(key="cohort").options
 
     at = open_page("sessions")
-    at.selectbox(key="cohort_by").select("window").run()
+    at.selectbox(key="by").select("window").run()
     (grid,) = [d.value for d in at.dataframe if "window" in d.value.columns]
     assert set(grid["window"]) == {"no window (imported as it ran)"}

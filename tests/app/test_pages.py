@@ -51,7 +51,7 @@ def test_sessions_page_lists_every_session_with_links(fixture_home: FixtureHome)
 
 def test_sessions_filter_narrows_the_list(fixture_home: FixtureHome) -> None:
     at = open_page("sessions")
-    at.text_input(key="filter_text").input("django").run()
+    at.text_input(key="contains").input("django").run()
 
     text = shown(at).replace("\\", "")
     assert f"1 of {len(fixture_home.sessions)} sessions" in text

@@ -96,8 +96,10 @@ def test_a_run_from_the_cli_shows_its_objective_and_rule_on_the_page(
     found = json.loads(done.stdout)
     run_id = Path(found["recommended"]["path"]).name.removesuffix("-recommended.toml")
 
-    text = shown(open_page("tuning", run=run_id))
+    at = open_page("tuning", run=run_id)
+    text = shown(at)
 
+    assert at.selectbox(key="run").value == run_id  # a shared address opens its run
     assert f"objective: {found['objective']} · priced under anthropic" in text
     assert f"rule: {found['recommended']['rule']}" in text
     base = found["recommended"]["baseline"]
@@ -138,3 +140,30 @@ def test_a_sample_spreads_over_the_smaller_half_of_the_files_in_their_order(
     assert chosen == ["t05.jsonl", "t07.jsonl", "t09.jsonl"]
     assert tuning_job.sample(names[:3], tmp_path, 3) == names[:3]
     assert tuning_job.sample(["missing.jsonl"], tmp_path, 3) == []
+
+
+def test_the_run_picker_writes_a_chosen_older_run_into_the_address(
+    fixture_home: FixtureHome, tmp_path: Path
+) -> None:
+    for warn in (0.5, 0.6):  # two runs, so there is an older one to choose
+        grid = tmp_path / f"grid-{warn}.toml"
+        grid.write_text(grid_toml(warn=[warn]), encoding="utf-8")
+        done = CliRunner().invoke(
+            cli,
+            [
+                *("tune", str(CTF), "--window", "4000", "--workers", "0", "--json"),
+                *("--strategies", "progressive", "--grid", str(grid)),
+                *("--home", str(fixture_home.home)),
+            ],
+        )
+        assert done.exit_code == 0, done.output
+    at = open_page("tuning")
+    newest, *older = at.selectbox(key="run").options
+    assert older and "run" not in at.query_params
+
+    at.selectbox(key="run").select(older[-1]).run()
+
+    assert at.query_params["run"] == older[-1]
+    assert at.selectbox(key="run").value == older[-1]
+    at.selectbox(key="run").select(newest).run()
+    assert "run" not in at.query_params  # the newest is the default: the address leaves it out
