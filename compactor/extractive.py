@@ -54,6 +54,10 @@ _ITEM_CHARS = 200
 _MAX_PROGRESS = 12
 _MAX_TRIED = 8
 _MAX_DECISIONS = 8
+_THIN_WORDS = 8
+"""A decision of fewer words that names nothing concrete is kept with what led to it."""
+_CONTEXT_SENTENCES = 2
+_CONCRETE_RE = re.compile(r"`|\w[_./(]\w|[a-z][A-Z]|\d{2,}|\d\.\d")
 _MAX_NEXT = 5
 _MAX_FILES = 40
 _MAX_COMMANDS = 10
@@ -301,8 +305,26 @@ def is_decision(sentence: str) -> bool:
 
 def _decisions(content: str) -> list[str]:
     # Sentence-start forms cannot be searched for in the whole text first: split the bounded window.
-    found = [clip(s, _ITEM_CHARS) for s in split_prose_sentences(content) if is_decision(s)]
+    sentences = split_prose_sentences(content)
+    found = [_with_context(sentences, i) for i, s in enumerate(sentences) if is_decision(s)]
     return found[-_MAX_DECISIONS:]  # only the newest survive the cap anyway
+
+
+def _with_context(sentences: list[str], i: int) -> str:
+    """Decision ``i`` as an anchor item. A short one that names nothing ("We should return 0.")
+    means nothing once its message is gone: it is kept with the sentences that led to it, back
+    to the nearest of the ``_CONTEXT_SENTENCES`` before it that names something (a code span,
+    an identifier, a path, a number), each clipped; alone when none does or a decision comes
+    first."""
+    decision = clip(sentences[i], _ITEM_CHARS)
+    if len(decision.split()) >= _THIN_WORDS or _CONCRETE_RE.search(decision):
+        return decision
+    for k in range(i - 1, max(-1, i - 1 - _CONTEXT_SENTENCES), -1):
+        if is_decision(sentences[k]):
+            break  # a decision of its own, listed apart
+        if _CONCRETE_RE.search(sentences[k]):
+            return " ".join([*(clip(s, _ITEM_CHARS // 2) for s in sentences[k:i]), decision])
+    return decision
 
 
 def _next_steps(content: str) -> list[str]:

@@ -546,3 +546,26 @@ def test_the_usage_is_what_an_llm_summariser_would_have_read_and_written() -> No
     assert first.usage.output_tokens == len(first.text.encode()) // 4 > 0
     assert merged.usage.input_tokens == transcript_bytes // 4 + len(rendered) // 4
     assert merged.usage.output_tokens == len(merged.text.encode()) // 4
+
+
+def test_a_short_decision_that_names_nothing_keeps_what_led_to_it() -> None:
+    """ "We should return 0." (a real DeepSeek turn) says nothing once its message is gone; the
+    sentence before it that names the case comes with it, a named decision stays alone."""
+    msgs = [
+        Message(
+            role="assistant",
+            content="When `aoi > 90`, the light comes from behind. So the model does not apply. "
+            "We should return 0. I'll add a guard to `physical()` for `aoi >= 90`.",
+        ),
+        Message(role="assistant", content="Nothing to see here. We should add a lock."),
+        Message(role="assistant", content="I'll use curl to upload it. Let's modify the CSS."),
+    ]
+    anchors, _ = summarise(msgs)
+    assert anchors[AnchorType.KEY_DECISION].items == [
+        "When `aoi > 90`, the light comes from behind. So the model does not apply. "
+        "We should return 0.",
+        "I'll add a guard to `physical()` for `aoi >= 90`.",
+        "We should add a lock.",  # nothing before it names anything: alone
+        "I'll use curl to upload it.",
+        "Let's modify the CSS.",  # the sentence before is a decision of its own
+    ]
