@@ -82,7 +82,7 @@ from analytics.report.charts import (
 from analytics.report.cost_charts import turn_cost_figure
 from analytics.report.theme import THEME
 from analytics.report.timeline import threshold_tokens, timeline_figure
-from analytics.store import EventStore, Selection, redact_url, select
+from analytics.store import EventStore, Selection, open_store, redact_url, select
 from analytics.store.lending import StoreLender, lend_store
 from analytics.store.projector import IngestResult, Projector
 from analytics.store.rebuilding import RebuildResult, rebuild
@@ -167,6 +167,7 @@ __all__ = [
     "native_sessions",
     "offload_read_backs",
     "offloads_frame",
+    "open_store",
     "pareto_figure",
     "pareto_front",
     "postmortem_frames",

@@ -37,6 +37,7 @@ from analytics import (
     StoreLender,
     event_count,
     lend_store,
+    open_store,
     redact_url,
     refresh_jobs,
 )
@@ -112,7 +113,7 @@ class StoreOwner:
         """Open the store read-write (``StoreLockedError`` when another process owns it), ingest
         once, and start the projector thread."""
         home.mkdir(parents=True, exist_ok=True)
-        owner = cls(home, EventStore.for_home(home), interval_s)
+        owner = cls(home, open_store(home), interval_s)
         owner.ingest()
         owner.thread = threading.Thread(
             target=owner._run, name="compactlens-projector", daemon=True
@@ -127,7 +128,7 @@ class StoreOwner:
     def _reopen(self) -> None:
         """After a loan: the store again, and pages re-read (the borrower may have refreshed
         job tables)."""
-        self.store = EventStore.for_home(self.home)
+        self.store = open_store(self.home)
         self.projector = None
         self.version += 1
 

@@ -32,7 +32,7 @@ from streamlit.testing.v1 import AppTest
 
 from analytics.queries.materialize import refresh
 from analytics.replay.synthetic import generate_session
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
@@ -120,7 +120,7 @@ def build(home: Path, compactions: int) -> str:
     sessions = write_clones(home / "spool", compactions, tpls)
     long_id = LONG_ID
     run_session(home, long_id, 99, LONG_TURNS, 32_000)
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         ingested = Projector(store, home / "spool").ingest()
         refresh(store)
         n = store.query("SELECT count(*) FROM compactions").item()

@@ -22,7 +22,7 @@ from analytics.cli.main import app
 from analytics.importers import ImportedSession, import_path
 from analytics.queries import frames
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.tuning.cachecheck import (
     CACHING_FAMILIES,
     compare_reads,
@@ -48,7 +48,7 @@ def main() -> int:
         for folder in dev:
             found, _issues = import_path(folder)
             imported += [s for s in found if s.agent in CACHING_FAMILIES]
-        with EventStore.for_home(Path(home)) as store:
+        with open_store(Path(home)) as store:
             refresh(store)
             costs = frames.turn_costs_frame(store)
             sessions = frames.sessions_frame(store)

@@ -44,7 +44,7 @@ from analytics.jobs.timeline import billing_totals, session_timeline
 from analytics.queries.frames import compactions_frame
 from analytics.queries.materialize import refresh
 from analytics.replay.synthetic import generate_session
-from analytics.store import EventStore, Lake, LakeStore
+from analytics.store import EventStore, Lake, LakeStore, open_store
 from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
@@ -322,7 +322,7 @@ def part_two(n_sessions: int) -> float:
         for seed in range(n_sessions):
             _spool_session(home, sink, seed)
         sink.close()
-        with EventStore.for_home(home) as store:
+        with open_store(home) as store:
             Projector(store, home / "spool").ingest()
             n = store.query("SELECT count(*) FROM compactions").item()
             t0 = time.perf_counter()
@@ -331,7 +331,7 @@ def part_two(n_sessions: int) -> float:
         sink = SpoolSink(home / "spool")
         _spool_session(home, sink, 10_000)
         sink.close()
-        with EventStore.for_home(home) as store:
+        with open_store(home) as store:
             Projector(store, home / "spool").ingest()
             t0 = time.perf_counter()
             report = refresh(store)

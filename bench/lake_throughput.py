@@ -28,7 +28,14 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from analytics.store import EventStore, Lake, LakeStore, Selection, select, store_location
+from analytics.store import (
+    Lake,
+    LakeStore,
+    Selection,
+    open_store,
+    select,
+    store_location,
+)
 from analytics.store.projector import Projector
 from compactor.events import EventFactory, UsageReported
 
@@ -68,7 +75,7 @@ def run_projector(
     print commit times."""
     select(Selection(url, data))
     latencies: list[float] = []
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         assert isinstance(store, LakeStore)
         commit = store.commit_batch
 

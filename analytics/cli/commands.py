@@ -30,7 +30,7 @@ from analytics.importers import ImportedSession, ImportIssue
 from analytics.importers.events import RecordEvents, session_events
 from analytics.importers.identity import Catalog, Placement, fingerprint
 from analytics.replay.driver import ReplayResult, replay_config_hash, replay_session
-from analytics.store import DB_NAME, EventStore, StoreLockedError
+from analytics.store import DB_NAME, EventStore, StoreLockedError, open_store
 from analytics.store.projector import IngestResult, Progress, Projector
 from compactor import (
     CompactionRecord,
@@ -192,7 +192,7 @@ def _open_run(home: PathArg, on_ingest: Progress | None, *, force: bool = False)
     root = Path(home)
     sink = SpoolSink(root / "spool")
     try:
-        store = EventStore.for_home(root)
+        store = open_store(root)
     except StoreLockedError:
         report = RunReport(owner=str(root / DB_NAME))
         yield _Run(sink, report, Catalog.from_spool(root / "spool"), force=force)

@@ -29,6 +29,7 @@ from analytics.store import (
     Lake,
     LakeStore,
     QuarantinedLine,
+    open_store,
     store_location,
 )
 from analytics.store.lending import StoreLender, lend_store
@@ -54,7 +55,7 @@ class IngestReport:
 def run_ingest(home: PathArg, *, on_ingest: Progress | None = None) -> IngestReport:
     """Project everything complete in the spool now."""
     root = Path(home)
-    with EventStore.for_home(root) as store:
+    with open_store(root) as store:
         started = dt.datetime.now(dt.UTC)
         result = Projector(store, root / "spool").ingest(on_ingest)
         return IngestReport(result, quarantined_since(store, started))
@@ -114,7 +115,7 @@ def run_watch(
     never runs while the main thread holds a lock the handler needs.
     """
     root = Path(home)
-    store = EventStore.for_home(root)
+    store = open_store(root)
     projector: Projector | None = None
     lender: StoreLender | None = None
     try:
@@ -123,7 +124,7 @@ def run_watch(
         projector = Projector(store, root / "spool", maintenance=policy)
         reconnect = (
             Reconnect(
-                lambda: EventStore.for_home(root),
+                lambda: open_store(root),
                 on_error or (lambda said, wait_s: None),
                 RECONNECT_FIRST_S,
                 RECONNECT_MAX_S,
@@ -160,7 +161,7 @@ def _lender(root: Path, projector: Projector) -> StoreLender | None:
         projector.store.close()
 
     def reopen() -> None:
-        projector.store = EventStore.for_home(root)
+        projector.store = open_store(root)
 
     return lend_store(projector.store, projector.pass_lock, release, reopen)
 
@@ -216,7 +217,7 @@ def run_rebuild(home: PathArg, *, on_ingest: Progress | None = None) -> IngestRe
     root = Path(home)
     started = dt.datetime.now(dt.UTC)
     if isinstance(store_location(root), Lake):
-        with EventStore.for_home(root) as store:
+        with open_store(root) as store:
             projected = Projector(store, root / "spool").ingest(on_ingest)
             store.rebuild_projections()
             return IngestReport(projected, quarantined_since(store, started))

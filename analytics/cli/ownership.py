@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from analytics.errors import StoreError, StoreLockedError
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.lending import StoreLender, lend_store
 from analytics.store.projector import IngestResult, Projector
 
@@ -58,7 +58,7 @@ class StoreHold:
         deadline = time.monotonic() + READER_WAIT_S
         while True:
             try:
-                self.store = EventStore.for_home(self.home)
+                self.store = open_store(self.home)
                 break
             except StoreLockedError as exc:
                 if OWNER_NAMED in str(exc) or time.monotonic() > deadline:
@@ -94,7 +94,7 @@ class StoreHold:
     def _reopen(self) -> None:
         """After a loan; a store another process took meanwhile stays its own."""
         with contextlib.suppress(StoreError):
-            self.store = EventStore.for_home(self.home)
+            self.store = open_store(self.home)
 
     @contextlib.contextmanager
     def set_aside(self) -> Iterator[None]:

@@ -4,9 +4,10 @@ The event store and its schema (``eventstore``, ``schema``, ``sql``), what a bad
 (``diagnosis``, ``files``), batch commits (``batch``, ``commits``), the projector that loads the
 spool (``projector``: which spool files may be read in ``spoolfiles``, one line in ``lines``),
 ``rebuilding`` (a new database built beside the old one), materialised job tables (``results``)
-and exports (``export``). Two backends (``location`` says which): the local DuckDB file, one
-owner at a time, and a DuckLake on PostgreSQL (``lake``, its SQL derived in ``lake_sql``), many
-writers and readers. Above it, ``analytics.queries`` reads and nothing else opens a connection.
+and exports (``export``). Two backends (``location`` says which, ``opening`` opens it): the
+local DuckDB file, one owner at a time, and a DuckLake on PostgreSQL (``lake``, its SQL derived
+in ``lake_sql``), many writers and readers. Above it, ``analytics.queries`` reads and nothing
+else opens a connection.
 """
 
 from analytics.errors import (
@@ -32,6 +33,7 @@ from analytics.store.location import (
     store_exists,
     store_location,
 )
+from analytics.store.opening import open_store
 from analytics.store.schema import DB_NAME, STORE_SCHEMA_VERSION
 from analytics.store.sql import PROJECTIONS, TABLES
 
@@ -55,6 +57,7 @@ __all__ = [
     "StoreUnwritableError",
     "StoreVersionError",
     "claim_parent",
+    "open_store",
     "redact_url",
     "select",
     "selected",

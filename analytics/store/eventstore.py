@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from analytics.store.files import (
     make_private,
     private_files,
 )
-from analytics.store.location import Lake, store_location
 from analytics.store.schema import (
     check_schema,
     create_schema,
@@ -44,15 +43,6 @@ POSITIONS_SQL = "SELECT source, byte_offset, lines, inode, tail_sha256 FROM spoo
 CHECKPOINT_THRESHOLD = "1GB"
 """How large the write-ahead log may grow before DuckDB checkpoints on its own; the projector
 checkpoints explicitly after each ingest instead."""
-
-
-def _no_lake(lake: Lake, read_only: bool) -> EventStore:
-    raise StoreError(f"cannot open {lake}: analytics.store.lake is not imported", str(lake))
-
-
-LAKE_OPENER: list[Callable[[Lake, bool], EventStore]] = [_no_lake]
-"""How ``for_home`` opens a lake: ``analytics.store.lake`` (which builds on this class, and
-which ``analytics.store`` imports) puts its ``LakeStore`` here."""
 
 
 class EventStore:
@@ -108,15 +98,6 @@ class EventStore:
         except BaseException:
             self._lock.release()
             raise
-
-    @classmethod
-    def for_home(cls, home: str | os.PathLike[str], *, read_only: bool = False) -> EventStore:
-        """The store of ``home`` this process selected (``location.select``): the local file
-        ``<home>/compactlens.duckdb`` by default, or a lake (a ``LakeStore``)."""
-        where = store_location(home)
-        if isinstance(where, Lake):
-            return LAKE_OPENER[0](where, read_only)
-        return cls(where.path, read_only=read_only)
 
     def location(self) -> str:
         """Where the store is, for messages: the database file, or the lake's URL."""

@@ -37,7 +37,7 @@ from analytics.store.commits import (
     this_host,
 )
 from analytics.store.diagnosis import first_line
-from analytics.store.eventstore import LAKE_OPENER, POSITIONS_SQL, EventStore
+from analytics.store.eventstore import POSITIONS_SQL, EventStore
 from analytics.store.files import PRIVATE_UMASK
 from analytics.store.location import Lake, redact
 from analytics.store.schema import check_schema, create_schema, main_tables, schema_row
@@ -387,9 +387,6 @@ class LakeStore(EventStore):
         except duckdb.Error as exc:
             self._remove_unwritten(exc)
             raise self._failure(exc, "rebuilding the projections") from exc
-
-
-LAKE_OPENER[0] = lambda lake, read_only: LakeStore(lake, read_only=read_only)
 
 
 def _spool_key(spool: str | os.PathLike[str]) -> str:

@@ -34,6 +34,7 @@ from pathlib import Path
 from analytics.errors import StoreLockedError
 from analytics.store.eventstore import EventStore
 from analytics.store.lake import LakeStore
+from analytics.store.opening import open_store
 from analytics.store.schema import DB_NAME
 
 LOG = logging.getLogger("compactlens.store")
@@ -223,12 +224,12 @@ def reading_store(
     directly, or borrowed from the process that owns it (``StoreLockedError`` as before when
     no owner lends it)."""
     try:
-        store = EventStore.for_home(home, read_only=read_only)
+        store = open_store(home, read_only=read_only)
     except StoreLockedError:
         with borrowed(Path(home) / DB_NAME, command) as owner:
             if owner is None:
                 raise
-            with EventStore.for_home(home, read_only=read_only) as lent:
+            with open_store(home, read_only=read_only) as lent:
                 yield lent
         return
     with store:

@@ -2,7 +2,7 @@
 
 ``store_location`` turns what the command line (or the app) was given, ``--store URL`` and
 ``--lake-data DIR``, into a ``LocalFile`` or a ``Lake``; ``select``/``selected`` keep this
-process's choice, so that every command opens the same store through ``EventStore.for_home``.
+process's choice, so that every command opens the same store through ``opening.open_store``.
 Nothing here reads the environment (the command line's common options do) or opens a database.
 """
 
@@ -62,7 +62,7 @@ _SELECTED = [Selection()]
 
 
 def select(selection: Selection) -> None:
-    """Make ``selection`` this process's store for every ``EventStore.for_home`` after it."""
+    """Make ``selection`` this process's store for every ``open_store`` after it."""
     _SELECTED[0] = selection
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from analytics.cli.main import app
-from analytics.store import EventStore
+from analytics.store import open_store
 
 TUNE_FIGURES = (
     "tokens_billed",
@@ -47,7 +47,7 @@ def run(*args: str | Path) -> Result:
 
 
 def count(home: Path, sql: str) -> int:
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return int(store.query(sql).item())
 
 

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
@@ -84,7 +84,7 @@ def build_loops(home: Path) -> Path:
     run_loop(home, EAGER, 100_000, EAGER_CONFIG)
     run_loop(home, NEVER, 100_000, CompactorConfig())
     run_loop(home, TIGHT, 8_000, CompactorConfig())
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
     return home

@@ -21,7 +21,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from analytics.replay.synthetic import generate_session
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.projector import Projector
 from analytics.store.sql import TABLES
 from compactor import (
@@ -110,7 +110,7 @@ def run_session(
 
 def ingest(home: Path) -> None:
     """One ingest of ``home/spool`` into ``home``'s store, opened and closed around it."""
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
 
 
@@ -126,7 +126,7 @@ def snapshot(store: EventStore) -> dict[str, pl.DataFrame]:
 
 
 def snapshot_home(home: Path) -> dict[str, pl.DataFrame]:
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         return snapshot(store)
 
 

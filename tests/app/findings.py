@@ -20,7 +20,7 @@ from analytics.importers import ImportedSession, import_path
 from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
 from analytics.queries.findings import postmortem_json
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from tests.app.fixtures import TRANSCRIPTS, compactor_at
 
@@ -60,7 +60,7 @@ def build_findings_home(home: Path) -> FindingsHome:
     home.mkdir(parents=True, exist_ok=True)
     paths = [TRANSCRIPTS / CLAUDE, TRANSCRIPTS / MARSHMALLOW]
     run_replay(paths, home, compactor_at(home, WINDOW))
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
         refresh(store, (COUNTERFACTUAL_JOB,))

@@ -18,7 +18,7 @@ from typing import Any
 from analytics.cli.commands import run_replay
 from analytics.queries.materialize import refresh
 from analytics.queries.stats import fleet_stats
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.projector import Projector
 from compactor import (
     CompactionOffloader,
@@ -176,7 +176,7 @@ def build_home(home: Path) -> FixtureHome:
     report = run_replay([TRANSCRIPTS / p for p in REPLAYED], home, compactor_at(home))
     run_hostile(home)
     run_decisions(home)
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
         ids = [str(s) for s in store.query("SELECT session_id FROM sessions").to_series()]

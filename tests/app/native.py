@@ -17,7 +17,7 @@ from typing import Any
 from analytics.cli.commands import run_import
 from analytics.queries.audit import audit_json
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.app.fixtures import TRANSCRIPTS
 
 NATIVE = TRANSCRIPTS / "native" / "claude-code"
@@ -57,7 +57,7 @@ def build_native_home(home: Path) -> NativeHome:
     home.mkdir(parents=True, exist_ok=True)
     report = run_import([NATIVE / f for f in FILES], home)
     assert not report.issues, report.issues
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         audit = audit_json(store)
     return NativeHome(home, audit, {f: raw_boundaries(NATIVE / f) for f in FILES})

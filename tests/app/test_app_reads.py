@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from analytics import anchor_coverage, config_toml, estimate_moves
 from analytics.cli.commands import load_config
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.projector import Projector
 from app.words import empty_reason, move_sentence
 from compactor import (
@@ -55,7 +55,7 @@ def _run(home: Path) -> None:
 def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     home = tmp_path_factory.mktemp("moves")
     _run(home)
-    with EventStore.for_home(home) as opened:
+    with open_store(home) as opened:
         Projector(opened, home / "spool").ingest()
         yield opened
 

@@ -31,7 +31,7 @@ from analytics.cli.serve import app_url, free_port, serve_app, stop_app, wait_un
 from analytics.errors import StoreLockedError
 from analytics.report.html import write_report
 from analytics.report.theme import FONT
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.tuning.recommend import write_config
 from analytics.tuning.specs import StrategySpec
 from tests.app.browser import (
@@ -234,7 +234,7 @@ def test_a_session_spooled_while_the_page_is_open_appears_without_a_reload(
 
 def test_a_second_owner_gets_one_clear_line(served: Served, tmp_path: Path) -> None:
     with pytest.raises(StoreLockedError):
-        EventStore.for_home(served.fixture.home)
+        open_store(served.fixture.home)
     url, process = start(served.fixture.home, tmp_path / "second.log")
     try:
         served.driver.get(url)
@@ -289,7 +289,7 @@ def findings(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     found = build_findings_home(root / "home")
     recommended = found.home / "tuning" / "run-1-recommended.toml"  # as tune writes it
     write_config(StrategySpec(kind="progressive"), recommended, "cheapest within 1% retention")
-    with EventStore.for_home(found.home) as store:
+    with open_store(found.home) as store:
         report = write_report(store, root / "report.html", spool_dir=found.home / "spool")
     url, process = start(found.home, root / "server.log")
     try:

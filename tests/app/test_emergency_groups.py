@@ -20,7 +20,7 @@ import streamlit as st
 from analytics.cli.commands import run_replay
 from analytics.jobs.causes import CAUSES
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from app.postmortem import CAUSE_TITLES
 from app.words import APP_NOT_COMPUTED
@@ -44,7 +44,7 @@ class Many:
 def many(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Many]:
     home = tmp_path_factory.mktemp("many-emergencies")
     run_replay([MANY], home, compactor_at(home, WINDOW))
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
         sid, count = store.query(
@@ -90,7 +90,7 @@ def not_computed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     the session id."""
     home = tmp_path_factory.mktemp("not-computed")
     run_replay([TRANSCRIPTS / MARSHMALLOW], home, compactor_at(home, WINDOW))
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
         sid = store.query(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import streamlit as st
 
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.app.fixtures import FixtureHome
 from tests.app.native import FILES, NATIVE, NativeHome, build_native_home
 from tests.app.pages import link_params, open_page, shown
@@ -135,7 +135,7 @@ def test_a_session_that_starts_mid_way_says_so_with_the_missing_history(
     assert lines[0].get("parentUuid") not in (None, *uuids)
     sid = on_native.session_of(file)
     st.cache_resource.clear()  # the owner an earlier page opened, so this test can read
-    with EventStore.for_home(on_native.home, read_only=True) as store:
+    with open_store(on_native.home, read_only=True) as store:
         missing = store.query(
             "SELECT history_missing_tokens FROM sessions WHERE session_id = ?", [sid]
         ).item()

@@ -18,7 +18,7 @@ import pytest
 import streamlit as st
 
 from analytics.queries.stats import fleet_stats
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.live_loop import EAGER, NEVER, TIGHT, build_loops
 from tests.app.fixtures import FixtureHome
 from tests.app.pages import link_params, open_page, shown
@@ -36,7 +36,7 @@ def loops_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def on_loops(
     fixture_home: FixtureHome, loops_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Any]:
-    with EventStore.for_home(loops_home, read_only=True) as store:
+    with open_store(loops_home, read_only=True) as store:
         stats = fleet_stats(store)
     monkeypatch.setenv("COMPACTLENS_HOME", str(loops_home))
     return stats

@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analytics import drop_reason_words
-from analytics.store import EventStore
+from analytics.store import open_store
 from app import tuning_job
 from app.owner import shared_owner
 from app.postmortem import CAUSE_TITLES
@@ -305,7 +305,7 @@ def test_a_store_owned_by_another_process_gets_one_clear_line(
     fixture_home: FixtureHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMPACTLENS_HOME", str(tmp_path))
-    with EventStore.for_home(tmp_path):
+    with open_store(tmp_path):
         at = AppTest.from_file(str(MAIN), default_timeout=60).run()
 
     assert not at.exception

@@ -21,7 +21,7 @@ import streamlit as st
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.cli.test_cli_hostile_text import write_claude_code
 from tests.analytics.cli_helpers import run
 from tests.app.pages import open_page
@@ -53,7 +53,7 @@ def params(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
     ):
         done = run(*args, "--home", home)
         assert done.exit_code == 0, done.output
-    with EventStore.for_home(home, read_only=True) as store:  # before the app owns it
+    with open_store(home, read_only=True) as store:  # before the app owns it
         native, cid = store.query(
             "SELECT session_id, id FROM compactions WHERE origin = 'native' "
             "ORDER BY session_id, seq LIMIT 1"

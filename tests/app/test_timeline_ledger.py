@@ -22,7 +22,7 @@ import streamlit as st
 
 from analytics.queries.ledger import ledger_json
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from app.owner import shared_owner
 from compactor import CompactionSession, Message, SpoolSink
@@ -74,7 +74,7 @@ def grown_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grown]:
     session.close()
     sink.close()
     grown = _grow_first_compaction(home / "spool")
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         Projector(store, home / "spool").ingest()
         refresh(store)
     yield Grown(home, grown)

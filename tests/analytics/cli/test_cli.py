@@ -17,7 +17,7 @@ import pytest
 
 from analytics.cli.main import FormatName
 from analytics.importers import FORMATS, import_path
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.sql import TABLES
 from compactor import (
     Anchor,
@@ -66,7 +66,7 @@ def test_import_of_a_real_transcript_lands_what_the_importer_read(home: Path) ->
     assert sessions and not issues
     result = run("import", SWE_FILE, "--home", home)
     assert result.exit_code == 0, result.output
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         stored = store.query("SELECT session_id, source, agent, metadata FROM sessions")
         counts = dict(
             store.query("SELECT session_id, count(*) FROM messages GROUP BY 1").iter_rows()
@@ -206,7 +206,7 @@ def test_harness9_records_become_compactions_once(tmp_path: Path, home: Path) ->
     folder = tmp_path / "records"
     assert run("import", folder, "--home", home).exit_code == 0
     assert run("import", folder, "--format", "harness9-records", "--home", home).exit_code == 0
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         ids = store.query("SELECT id FROM compactions ORDER BY seq")["id"].to_list()
         session = store.query("SELECT source, metadata FROM sessions").row(0)
         seqs = store.query("SELECT seq FROM events ORDER BY seq")["seq"].to_list()
@@ -308,7 +308,7 @@ def test_stats_json_is_one_object_equal_to_store_queries(home: Path) -> None:
     assert set(figures) == STATS_KEYS
     assert set(figures["compactions"]) == {"total", "noops", "by_tier"}
     assert set(figures["compactions"]["by_tier"]) == {"WARN", "SOFT", "FULL", "EMERGENCY"}
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
 
         def one(sql: str) -> object:
             return store.query(sql).item()
@@ -352,7 +352,7 @@ def test_export_parquet_writes_one_readable_file_per_table(tmp_path: Path, home:
     result = run("export", "parquet", out, "--home", home)
     assert result.exit_code == 0, result.output
     assert sorted(p.stem for p in out.glob("*.parquet")) == sorted(TABLES)
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         counts = store.counts()
     for name in TABLES:
         assert pl.read_parquet(out / f"{name}.parquet").height == counts[name], name

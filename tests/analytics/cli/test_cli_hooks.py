@@ -29,7 +29,7 @@ from analytics.cli.main import app
 from analytics.cli.watching import catch_up, watch_lock
 from analytics.importers import harness_hooks
 from analytics.importers.harness_hooks import HookFact, Position, read_facts, read_problems
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.transcripts import NATIVE
 
 CLAUDE = NATIVE / "claude-code" / "a6" / "e4c2a0fbd1" / "0" / "full.jsonl"
@@ -365,7 +365,7 @@ def test_a_postcompact_hook_puts_the_compaction_in_the_store_at_the_next_watch_p
     assert "hook claude-code PostCompact (auto)" in out and f"following {transcript}" in out
     assert "hook payload quarantined" in out and "not JSON" in out
     assert f"{transcript} (new +" in out and "1 harness compaction" in out
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         found = store.query(
             "SELECT c.harness, c.trigger, s.metadata->>'source_file' FROM compactions c "
             "JOIN sessions s USING (session_id) WHERE c.origin = 'native' "
@@ -391,5 +391,5 @@ def test_catch_up_imports_what_hooks_named_unless_a_watcher_does(tmp_path: Path)
         assert catch_up(home, said.append) is False and said == []
     assert catch_up(home, said.append) is True
     assert any("1 harness compaction" in line for line in said), said
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         assert store.query("SELECT count(*) FROM compactions WHERE origin = 'native'").item() == 1

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.cli_helpers import run, subprocess_env
 from tests.analytics.replayed import DevReplays
 
@@ -54,7 +54,7 @@ def _number(text: str) -> int:
 
 
 def _emergencies(home: Path) -> dict[str, int]:
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return {str(s): int(n) for s, n in store.query(EMERGENCIES_SQL).iter_rows()}
 
 

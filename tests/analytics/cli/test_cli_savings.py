@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.cli_helpers import TRANSCRIPTS
 from tests.analytics.savings_sql import CUT_SQL
 
@@ -50,7 +50,7 @@ FROM turns t JOIN sessions s USING (session_id) GROUP BY t.session_id ORDER BY t
 
 
 def _sql(home: Path, sql: str) -> Any:
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return store.query(sql)
 
 

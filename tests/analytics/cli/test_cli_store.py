@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from analytics.cli.commands import run_import
-from analytics.store import DB_NAME, EventStore
+from analytics.store import DB_NAME, open_store
 from compactor import SpoolSink
 from tests.analytics.cli_helpers import (
     MINI_FILE,
@@ -52,7 +52,7 @@ def holder(home: Path) -> Iterator[subprocess.Popen[str]]:
     code = (
         "import sys, time\n"
         "from analytics.store import EventStore\n"
-        "store = EventStore.for_home(sys.argv[1])\n"
+        "store = open_store(sys.argv[1])\n"
         "print('ready', flush=True)\n"
         "time.sleep(3600)\n"
     )
@@ -209,7 +209,7 @@ def _watcher(home: Path) -> subprocess.Popen[str]:
 def _stored_messages(home: Path) -> set[tuple[str, int, str]]:
     sql = """SELECT m.session_id, m.idx, m.sha256 FROM messages m
              JOIN sessions s USING (session_id) WHERE s.deleted_at IS NULL"""
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return {(str(s), int(i), str(h)) for s, i, h in store.query(sql).iter_rows()}
 
 

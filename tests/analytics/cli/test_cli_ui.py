@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from analytics.cli.main import app
 from analytics.cli.serve import free_port
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.app.fixtures import run_hostile
 from tests.cli import unwrapped
 
@@ -208,7 +208,7 @@ def test_a_stop_signal_ends_every_process_the_command_started_and_frees_port_and
     finally:
         _kill(run, family)
     assert _port_free(port)
-    with EventStore.for_home(tmp_path):  # the store's lock is free: it opens as owner
+    with open_store(tmp_path):  # the store's lock is free: it opens as owner
         pass
     assert "Traceback" not in run.rest()
 
@@ -229,7 +229,7 @@ def test_ui_projects_what_agents_spool_with_no_browser_open(tmp_path: Path) -> N
         assert run.stopped() == 0
     finally:
         _kill(run, family)
-    with EventStore.for_home(tmp_path, read_only=True) as store:  # what the server stored
+    with open_store(tmp_path, read_only=True) as store:  # what the server stored
         found = store.query("SELECT session_id FROM sessions").to_series().to_list()
     assert found == ["spooled-while-serving"]
 

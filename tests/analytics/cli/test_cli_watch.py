@@ -32,7 +32,7 @@ from analytics.cli.live import _audit_line, live_figures, live_line
 from analytics.cli.watching import WatchBusyError, watch_lock
 from analytics.errors import StoreLockedError
 from analytics.importers.following import FollowState, pending, scan
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.lending import reading_store
 from tests.cli import invoke_ok
 from tests.transcripts import NATIVE
@@ -235,7 +235,7 @@ def test_a_live_claude_code_session_reaches_the_store_within_5s_and_once_after_r
     whole = reference / "in" / f"{identity}.jsonl"
     whole.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     run_import([whole], reference / "home")
-    with EventStore.for_home(reference / "home", read_only=True) as store:
+    with open_store(reference / "home", read_only=True) as store:
         expected, expected_native = _live(store, identity)
     assert len(expected) == counted and expected_native == 1
 
@@ -272,7 +272,7 @@ def test_a_live_claude_code_session_reaches_the_store_within_5s_and_once_after_r
     print(f"latency: compaction line {compaction_latency:.2f} s, last line {last_latency:.2f} s")
     assert compaction_latency <= LATENCY_S, first.output()
     assert last_latency <= LATENCY_S, second.output()
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         rows, native = _live(store, identity)
         (sid,) = {r[0] for r in store.query(LIVE_SQL, [identity, identity]).rows()}
         appended = store.query(
@@ -287,7 +287,7 @@ def test_a_live_claude_code_session_reaches_the_store_within_5s_and_once_after_r
     again = _watch_once(folder, home, env)
     assert again.returncode == 0, again.stderr
     assert str(live) not in again.stdout  # unchanged since the last import: not read again
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         assert store.query("SELECT count(*) FROM events").item() == events
 
 
@@ -394,7 +394,7 @@ def test_watch_once_imports_what_changed_and_a_rewritten_file_replaces_its_versi
     live.write_text("".join(line + "\n" for line in lines[:10]))  # rewritten, shorter
     rewritten = invoke_ok("watch", str(folder), "--once", "--home", str(home))
     assert "(rewritten +" in rewritten and "superseding the version before" in rewritten
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         rows, _ = _live(store, identity)
         versions = store.query("SELECT count(*) FROM sessions").item()
     assert len(rows) == _messages_counted(lines[:10]) and versions == 2
@@ -485,6 +485,6 @@ def test_while_another_process_owns_the_store_imports_go_to_the_spool_for_it(
         assert owner.wait(timeout=DEADLINE_S) == 0, "".join(said)
     assert once.returncode == 0, once.stderr
     assert "not projecting:" in once.stdout and "this import went to the spool" in once.stdout
-    with EventStore.for_home(home, read_only=True) as store:  # the owner projected it
+    with open_store(home, read_only=True) as store:  # the owner projected it
         rows, native = _live(store, identity)
     assert len(rows) == _messages_counted(lines) and native == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from analytics.cli.commands import run_import
 from analytics.importers import import_path
 from analytics.importers.events import session_events
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.cli_helpers import TRANSCRIPTS, run, spool_bytes
 
 CLAUDE_FILE = (
@@ -31,7 +31,7 @@ def _live_messages(home: Path) -> Messages:
         FROM messages m JOIN sessions s USING (session_id)
         WHERE s.deleted_at IS NULL ORDER BY 1, 2"""
     out: Messages = {}
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         for sid, idx, role, sha in store.query(sql).iter_rows():
             out.setdefault(str(sid), []).append((int(idx), str(role), str(sha)))
     return out

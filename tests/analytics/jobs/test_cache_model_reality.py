@@ -20,7 +20,7 @@ from analytics.importers import ImportedSession, import_path
 from analytics.jobs.costs import turn_costs
 from analytics.queries import frames
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.tuning.cachecheck import (
     CACHING_FAMILIES,
     compare_reads,
@@ -42,7 +42,7 @@ def compared(dev_replays: DevReplays) -> pl.DataFrame:
     for folder in DEV:
         found, _issues = import_path(folder)
         imported += [s for s in found if s.agent in CACHING_FAMILIES]
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         costs = frames.turn_costs_frame(store)
         sessions = frames.sessions_frame(store)
@@ -82,7 +82,7 @@ def test_pricing_the_same_replays_twice_gives_identical_costs(
     dev_replays: DevReplays,
 ) -> None:
     home: Path = dev_replays.home(WINDOW)
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         stored = frames.turn_costs_frame(store)
         inputs = (
@@ -100,7 +100,7 @@ def test_pricing_the_same_replays_twice_gives_identical_costs(
 
 
 def _store_usage(home: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         return (
             store.query(

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 from analytics.queries import materialize
 from analytics.queries.materialize import JOBS, job_table, refresh
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from compactor import CompactionSession, ExtractiveSummarizer, ProgressiveCompactor, SpoolSink
 from tests.analytics.spool_helpers import ingest, run_session
 
@@ -34,7 +34,7 @@ def _stamps(store: EventStore) -> pl.DataFrame:
 
 def test_first_refresh_computes_every_session_and_a_second_computes_none(tmp_path: Path) -> None:
     home = _home_with_sessions(tmp_path, [1, 2])
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         first = refresh(store)
         again = refresh(store)
         stamps = _stamps(store)
@@ -52,7 +52,7 @@ def test_first_refresh_computes_every_session_and_a_second_computes_none(tmp_pat
 
 def test_a_new_session_is_the_only_one_recomputed_and_old_rows_stay(tmp_path: Path) -> None:
     home = _home_with_sessions(tmp_path, [1, 2])
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         before = job_table(store, "job_session_timeline").sort("session_id")
     sink = SpoolSink(home / "spool")
@@ -60,7 +60,7 @@ def test_a_new_session_is_the_only_one_recomputed_and_old_rows_stay(tmp_path: Pa
     sink.close()
     ingest(home)
 
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         report = refresh(store)
         after = job_table(store, "job_session_timeline").sort("session_id")
 
@@ -74,7 +74,7 @@ def test_a_refresh_of_named_sessions_computes_those_and_leaves_the_others_as_the
     tmp_path: Path,
 ) -> None:
     home = _home_with_sessions(tmp_path, [1, 2, 3])
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         ids = sorted(store.query("SELECT session_id FROM sessions").to_series().to_list())
         refresh(store, sessions=ids[:1])
         once = _stamps(store)
@@ -102,7 +102,7 @@ def test_a_deleted_session_loses_its_rows_and_a_new_job_version_recomputes_all(
     gone = run_session(home, sink, 2, delete=True)
     sink.close()
     ingest(home)
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         rows = job_table(store, "job_session_timeline")
         assert gone.session_id not in rows.get_column("session_id").to_list()
@@ -120,7 +120,7 @@ def test_a_refresh_in_chunks_of_one_session_stores_the_same_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = _home_with_sessions(tmp_path, [1, 2, 3])
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         whole = {t: job_table(store, t).sort(pl.all()) for t in TABLES}
         monkeypatch.setattr(materialize, "CHUNK_SESSIONS", 1)
@@ -143,7 +143,7 @@ def test_a_session_deleted_after_a_refresh_loses_its_rows_at_the_next(tmp_path: 
     later = run_session(home, sink, 2)
     sink.close()
     ingest(home)
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store)
         before = set(job_table(store, "job_session_timeline").get_column("session_id"))
     deleting = CompactionSession(
@@ -154,7 +154,7 @@ def test_a_session_deleted_after_a_refresh_loses_its_rows_at_the_next(tmp_path: 
     deleting.delete()
     ingest(home)
 
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         report = refresh(store)
         after = set(job_table(store, "job_session_timeline").get_column("session_id"))
         stamps = store.query("SELECT DISTINCT session_id FROM job_stamps").get_column("session_id")

@@ -25,7 +25,7 @@ from analytics.queries import fanout, materialize
 from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
 from analytics.queries.fanout import DaskUnavailableError
 from analytics.queries.materialize import JOBS, refresh
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from compactor import SpoolSink
 from tests.analytics.cli_helpers import run
 from tests.analytics.spool_helpers import ingest, run_session
@@ -81,10 +81,10 @@ def test_a_dask_refresh_writes_every_job_table_as_the_in_process_refresh(
     monkeypatch.setattr(materialize, "CHUNK_SESSIONS", 2)  # three chunks, two in flight
     jobs = (*JOBS, COUNTERFACTUAL_JOB)
 
-    with EventStore.for_home(here) as store:
+    with open_store(here) as store:
         local = refresh(store, jobs)
         expected = _job_tables(store)
-    with EventStore.for_home(there) as store:
+    with open_store(there) as store:
         remote = refresh(store, jobs, dask=cluster.scheduler_address)
         got = _job_tables(store)
         again = refresh(store, jobs, dask=cluster.scheduler_address)
@@ -112,7 +112,7 @@ def test_a_refresh_on_a_client_the_caller_made_leaves_it_open(cluster: Any, tmp_
     home = _home(tmp_path / "home", spool)
     client_class: Any = distributed.Client
     with client_class(cluster.scheduler_address) as client:
-        with EventStore.for_home(home) as store:
+        with open_store(home) as store:
             report = refresh(store, dask=client)
         assert report.recomputed == {job.name: 1 for job in JOBS}
         assert client.status == "running"

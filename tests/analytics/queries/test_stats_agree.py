@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.replayed import DevReplays
 from tests.analytics.savings_sql import CUT_SQL
 
@@ -54,7 +54,7 @@ no manual compactions): a session emits only the first no-op record of a run."""
 
 
 def _sql(home: Path, sql: str) -> Any:
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return store.query(sql).row(0)
 
 

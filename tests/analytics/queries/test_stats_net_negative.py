@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.live_loop import EAGER, NEVER, TIGHT, TURNS, build_loops
 
 COSTS_SQL = """
@@ -87,7 +87,7 @@ def loops(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def truth(loops: Path) -> dict[str, dict[str, Any]]:
-    with EventStore.for_home(loops, read_only=True) as store:
+    with open_store(loops, read_only=True) as store:
         rows = store.query(COSTS_SQL)
     return {str(r.pop("session_id")): r for r in rows.iter_rows(named=True)}
 

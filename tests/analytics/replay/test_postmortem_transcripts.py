@@ -36,7 +36,7 @@ from analytics.jobs.causes import CAUSES, UNAVOIDABLE
 from analytics.queries.counterfactual_job import COUNTERFACTUAL_JOB
 from analytics.queries.findings import postmortem_json
 from analytics.queries.materialize import refresh
-from analytics.store import EventStore
+from analytics.store import open_store
 from compactor import CompactorConfig, estimate_tokens
 from tests.analytics.replayed import DevReplays
 from tests.transcripts import DEV
@@ -101,7 +101,7 @@ def searched(
     for those sessions alone as ``postmortem SESSION`` does for one."""
     window, home, found = replayed
     sample = set(sample_sessions(found))
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         refresh(store, (COUNTERFACTUAL_JOB,), sessions=sample)
         every = postmortem_json(store)["postmortems"]
     return window, [p for p in every if p["session_id"] in sample]
@@ -232,7 +232,7 @@ def test_postmortem_of_one_session_searches_that_session_alone(
 
     asked = _postmortem(home, one)
 
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         rows = store.query("SELECT session_id FROM job_stamps WHERE job = 'counterfactuals'")
     assert rows.to_series().to_list() == [one]  # no other session was replayed
     assert {p["compaction_id"] for p in asked} == {
@@ -287,7 +287,7 @@ def test_a_session_fix_replayed_as_a_user_would_avoids_its_emergencies(
     args = ["replay", imported.source_path, "--window", str(window), "--config", str(config)]
     done = CliRunner().invoke(app, [*args, "--home", str(home)])
     assert done.exit_code == 0, done.output
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         turns = store.query(
             """SELECT (SELECT min(t.turn) FROM turns t
                        WHERE t.session_id = c.session_id AND t.seq > c.seq) AS turn

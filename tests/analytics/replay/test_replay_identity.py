@@ -14,7 +14,7 @@ from pathlib import Path
 
 from analytics.cli.commands import run_replay
 from analytics.importers import import_path
-from analytics.store import EventStore
+from analytics.store import open_store
 from compactor import (
     CompactionOffloader,
     ExtractiveSummarizer,
@@ -45,7 +45,7 @@ def _replays(home: Path) -> list[tuple[str, bool, float, int]]:
         SELECT s.session_id, s.deleted_at IS NULL, CAST(s.config->>'warn' AS DOUBLE),
                (SELECT count(*) FROM compactions c WHERE c.session_id = s.session_id)
         FROM sessions s WHERE s.source = 'replay' ORDER BY s.started_at"""
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         return [(str(a), bool(b), float(c), int(d)) for a, b, c, d in store.query(sql).iter_rows()]
 
 
@@ -106,7 +106,7 @@ def test_replay_with_capture_metadata_records_no_message_text(tmp_path: Path) ->
     result = run("replay", SWE_FILE, "--window", WINDOW, "--capture", "metadata", "--home", meta)
     assert result.exit_code == 0, result.output
     assert not any(snippet in data for data in spool_bytes(meta).values())
-    with EventStore.for_home(meta, read_only=True) as store:
+    with open_store(meta, read_only=True) as store:
         assert store.query("SELECT DISTINCT capture FROM sessions").to_series().to_list() == [
             "metadata"
         ]

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from typer.testing import CliRunner
 
 from analytics.cli.main import app
-from analytics.store import EventStore
+from analytics.store import open_store
 from compactor import SpoolSink
 from tests.analytics.spool_helpers import ingest, run_session
 
@@ -67,7 +67,7 @@ def _value(attr: Any) -> object:
 
 
 def _effective_from_events(home: Path) -> dict[str, dict[str, Any]]:
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         rows = store.query(
             """SELECT session_id, CAST(payload->'record' AS VARCHAR) AS record FROM events
                WHERE type = 'compaction_recorded'

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from analytics.report.html import SAMPLED_SESSIONS
-from analytics.store import EventStore
+from analytics.store import open_store
 from tests.analytics.cli_helpers import run
 from tests.analytics.replayed import DevReplays
 
@@ -33,7 +33,7 @@ def test_a_report_samples_the_post_mortems_of_the_sessions_with_most_emergencies
     out = tmp_path / "report.html"
     done = run("report", out, "--home", home)  # the jobs are up to date after it
     assert done.exit_code == 0, done.output
-    with EventStore.for_home(home, read_only=True) as store:
+    with open_store(home, read_only=True) as store:
         per_session = Counter(
             {
                 str(s): int(n)

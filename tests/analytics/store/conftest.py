@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from analytics.store import EventStore, Lake, Selection, select, selected, store_location
+from analytics.store import (
+    EventStore,
+    Lake,
+    Selection,
+    open_store,
+    select,
+    selected,
+    store_location,
+)
 from tests.analytics.store.postgres import PostgresServer, own_postgres
 
 
@@ -33,11 +41,11 @@ class Backend:
     selection: Selection
 
     def open(self, home: Path | None = None, *, read_only: bool = False) -> EventStore:
-        """The store, opened as ``EventStore.for_home`` of ``home`` (default: ours) does."""
+        """The store, opened as ``open_store`` of ``home`` (default: ours) does."""
         previous = selected()
         select(self.selection)
         try:
-            return EventStore.for_home(home or self.home, read_only=read_only)
+            return open_store(home or self.home, read_only=read_only)
         finally:
             select(previous)
 

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from tests.analytics.spool_helpers import (
     NO_DAC,
@@ -42,7 +42,7 @@ def _secret(tmp_path: Path) -> Path:
 
 
 def _leaks(home: Path) -> int:
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         return int(
             store.query(
                 "SELECT (SELECT count(*) FROM quarantine WHERE contains(raw, ?)) "
@@ -65,7 +65,7 @@ def test_a_symlink_in_the_spool_is_not_read_and_its_target_is_copied_nowhere(
     (spool / "agent.jsonl").symlink_to(_secret(tmp_path))
     (spool / "inside.jsonl").symlink_to(spool / "good.jsonl")  # a link is a link, wherever to
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert (result.new_events, result.quarantined) == (3, 0)
         assert store.counts()["quarantine"] == 0
@@ -89,7 +89,7 @@ def test_a_hard_link_in_the_spool_is_not_read_and_its_target_is_copied_nowhere(
     write_lines(spool / "good.jsonl", usage_lines("good", 3))
     os.link(_secret(tmp_path), spool / "agent.jsonl")
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert (result.new_events, result.quarantined) == (3, 0)
         assert sorted(store.offsets()) == ["good.jsonl"]
@@ -99,7 +99,7 @@ def test_a_hard_link_in_the_spool_is_not_read_and_its_target_is_copied_nowhere(
 
     # the second name gone, the file is an ordinary spool file of one name (and bad lines)
     (tmp_path / "secret").unlink()
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert Projector(store, spool).ingest().quarantined == 2
 
 
@@ -110,7 +110,7 @@ def test_a_fifo_or_a_directory_named_like_a_spool_file_is_skipped_with_a_line(
     write_lines(spool / "good.jsonl", usage_lines("good", 2))
     os.mkfifo(spool / "pipe.jsonl")  # opening it for reading would wait for a writer
     (spool / "folder.jsonl").mkdir()
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
     assert result.new_events == 2
     assert result.skipped == [
@@ -133,7 +133,7 @@ def test_a_spool_file_deleted_during_an_ingest_is_skipped_and_the_rest_is_stored
 ) -> None:
     spool = tmp_path / "spool"
     files = _spool_of_four(spool)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=64 * 1024)
         # listed and planned, then gone: deleted after the first commit, before it is read
         result = projector.ingest(lambda done, todo: files[3].unlink(missing_ok=True))
@@ -159,7 +159,7 @@ def test_a_spool_file_swapped_for_a_symlink_during_an_ingest_is_not_read(
             files[3].unlink()
             files[3].symlink_to(secret)
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool, chunk_bytes=64 * 1024).ingest(swap)
     assert result.quarantined == 0
     assert result.skipped == ["3-producer.jsonl: a symbolic link, not a regular file; not read"]
@@ -189,7 +189,7 @@ def test_another_users_unreadable_spool_file_blocks_none_of_the_others(tmp_path:
     assert done.returncode == 1, done.stderr
     assert "0-other-user.jsonl: cannot be read (Permission denied)" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert store.counts()["events"] == 11
 
 
@@ -233,5 +233,5 @@ def test_ingest_watch_says_an_unreadable_file_once_and_reads_it_once_it_can(
     reader.join(TIMEOUT_S)
     said = [line for line in lines if "0-other-user.jsonl: cannot be read" in line]
     assert len(said) == 1, lines  # once, not on every pass
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert store.counts()["events"] == 3 + 4

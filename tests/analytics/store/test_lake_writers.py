@@ -58,7 +58,7 @@ from analytics.store import EventStore, Selection, select
 from analytics.store.projector import Projector
 url, data, home, chunk = sys.argv[1:5]
 select(Selection(url, Path(data)))
-with EventStore.for_home(home) as store:
+with open_store(home) as store:
     result = Projector(store, Path(home) / "spool", chunk_bytes=int(chunk)).ingest()
 print(result.new_events, result.lines, result.quarantined)
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.store import EventStore, Selection, StoreError, select, selected
+from analytics.store import Selection, StoreError, open_store, select, selected
 from analytics.store.location import Lake, redact_url
 
 SECRET = "s3cr3t-Pw"
@@ -84,7 +84,7 @@ def test_a_lake_that_cannot_be_reached_says_why_without_its_password(
 ) -> None:
     select(Selection(url, tmp_path / "lake"))
     with pytest.raises(StoreError) as info:
-        EventStore.for_home(tmp_path / "home")
+        open_store(tmp_path / "home")
     assert SECRET not in str(info.value)
     assert SECRET not in str(info.value.path)
     assert "Connection refused" in str(info.value) or "connection" in str(info.value).lower()

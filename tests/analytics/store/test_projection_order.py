@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from analytics.replay.synthetic import generate_session
-from analytics.store import PROJECTIONS, EventStore
+from analytics.store import PROJECTIONS, open_store
 from analytics.store.projector import Projector
 from analytics.store.rebuilding import rebuild
 from compactor import CompactionSession, SpoolSink
@@ -136,7 +136,7 @@ def _ingest_incrementally(home: Path, layout: Layout) -> None:
     rng = random.Random(layout.seed + 1)
     stops = set(rng.sample(range(len(appends)), min(layout.ingests, len(appends))))
     written: set[int] = set()
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         projector = Projector(store, spool, chunk_bytes=layout.chunk_bytes)
         for i, (name, line) in enumerate(appends):
             if i not in written:
@@ -183,7 +183,7 @@ def test_every_table_is_the_same_whatever_the_file_order_interleaving_and_batche
         home = Path(tmp)
         _ingest_incrementally(home, layout)
         incremental = snapshot_home(home)
-        with EventStore.for_home(home) as store:
+        with open_store(home) as store:
             store.rebuild_projections()
             assert_same_tables(incremental, snapshot(store))
         rebuild(home)
@@ -197,7 +197,7 @@ def _one_session(tmp_path: Path, files: dict[str, list[str]]) -> pl.DataFrame:
     for name, lines in files.items():
         write_lines(tmp_path / "spool" / name, lines)
     ingest(tmp_path)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         return store.query("SELECT session_id, started_at, model, deleted_at FROM sessions")
 
 

@@ -23,7 +23,7 @@ from subprocess import Popen
 import polars as pl
 import pytest
 
-from analytics.store import DB_NAME, EventStore
+from analytics.store import DB_NAME, EventStore, open_store
 from analytics.store.projector import _SWITCH_INTERVAL, GIL_SWITCH_S, Projector
 from analytics.store.rebuilding import rebuild
 from compactor import CompactionTier, SpoolSink
@@ -90,7 +90,7 @@ def _assert_offsets_match_events(store: EventStore, spool: Path) -> None:
 
 def test_ingesting_twice_gives_identical_tables(tmp_path: Path) -> None:
     _realistic_home(tmp_path)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         first = Projector(store, tmp_path / "spool").ingest()
         once = snapshot(store)
         second = Projector(store, tmp_path / "spool").ingest()
@@ -109,7 +109,7 @@ def test_replaying_a_copied_spool_file_adds_no_events_or_projection_rows(tmp_pat
     ingest(tmp_path)
     before = snapshot_home(tmp_path)
     shutil.copy(sink.path, sink.path.with_name("copy-of-" + sink.path.name))
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         again = Projector(store, tmp_path / "spool").ingest()
         after = snapshot(store)
     assert again.new_events == 0
@@ -143,7 +143,7 @@ def test_ids_stored_or_repeated_within_one_batch_are_skipped_and_the_first_line_
         [b.to_json_line(), c.to_json_line(), a.to_json_line(), c.to_json_line()],
     )
     before = sys.getswitchinterval()
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         rows = store.query("SELECT seq, source, line FROM events ORDER BY seq").rows()
         usage = store.query("SELECT turn FROM usage ORDER BY turn")["turn"].to_list()
@@ -173,7 +173,7 @@ def test_files_after_the_last_new_line_holding_only_a_torn_line_keep_their_own_o
     torn = {name: usage_lines(name, 12) for name in torn_files}
     for name, lines in torn.items():
         write_lines(spool / name, lines[:10])
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool)
         projector.ingest()
         write_lines(spool / "a.jsonl", first[2:])  # a.jsonl ends well before the others do
@@ -221,7 +221,7 @@ def test_torn_last_line_waits_unquarantined_and_is_ingested_once_completed(
         fh.write(last[:cut])
     complete = spool.stat().st_size - cut
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, tmp_path / "spool", chunk_bytes=chunk_bytes)
         for _ in range(2):  # asking again changes nothing while the line is torn
             result = projector.ingest()
@@ -253,7 +253,7 @@ from analytics.store.projector import Projector
 from analytics.store import EventStore
 
 home = Path(sys.argv[1])
-with EventStore.for_home(home) as store:
+with open_store(home) as store:
     projector = Projector(store, home / "spool", chunk_bytes=int(sys.argv[2]))
     projector.ingest(lambda done, todo: print(done, flush=True))
 print("done", flush=True)
@@ -296,14 +296,14 @@ def test_projector_killed_mid_batch_loses_and_duplicates_nothing_after_restart(
     seen = 0
     for delay_s in (0.0, 0.03, 0.06):  # the kill lands in different phases of a batch
         _ingest_then_sigkill(tmp_path, commits=2, delay_s=delay_s)
-        with EventStore.for_home(tmp_path) as store:
+        with open_store(tmp_path) as store:
             count = store.counts()["events"]
             assert seen < count < total, (seen, count, total)
             _assert_offsets_match_events(store, spool)
             _assert_seq_gap_free(store)  # each session holds a prefix of its file
         seen = count
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert result.new_events == total - seen
         assert result.duplicates == 0
@@ -321,7 +321,7 @@ def test_projector_killed_mid_batch_loses_and_duplicates_nothing_after_restart(
 def test_rebuild_equals_incremental_ingestion_table_for_table(tmp_path: Path) -> None:
     first, second = SpoolSink(tmp_path / "spool"), SpoolSink(tmp_path / "spool")
     incremental: list[int] = []
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, tmp_path / "spool")
 
         def ingest_now(turn: int) -> None:
@@ -337,7 +337,7 @@ def test_rebuild_equals_incremental_ingestion_table_for_table(tmp_path: Path) ->
         projector.ingest()
     assert len([n for n in incremental if n]) >= 6
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         incremental_tables = snapshot(store)
         store.rebuild_projections()
         assert_same_tables(incremental_tables, snapshot(store))
@@ -352,7 +352,7 @@ def test_rebuild_equals_incremental_ingestion_table_for_table(tmp_path: Path) ->
     with EventStore(backups[0], read_only=True) as old:
         assert_same_tables(incremental_tables, snapshot(old))
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         store.rebuild_projections()
         assert_same_tables(incremental_tables, snapshot(store))
 
@@ -437,7 +437,7 @@ def test_watcher_beside_eight_producers_ingests_every_event_once_in_order(
                 proc.wait()
 
     assert len(list(spool.glob("*.jsonl"))) == producers
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert store.counts()["events"] == producers * per_producer
         assert store.counts()["quarantine"] == 0
         by_session = _events_by_session(store)
@@ -468,7 +468,7 @@ def test_producers_that_seed_the_global_prng_still_get_every_event_stored(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert result.duplicates == 0
         assert _events_by_session(store)["n"].to_list() == [300, 300]
@@ -517,7 +517,7 @@ def test_invalid_lines_are_quarantined_with_reason_and_line_while_neighbours_lan
     spool.parent.mkdir()
     spool.write_bytes(b"\n".join(lines) + b"\n")
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, tmp_path / "spool").ingest()
         assert (result.lines, result.new_events, result.quarantined) == (14, 6, 7)
         events = store.query("SELECT seq, line FROM events ORDER BY line")
@@ -570,7 +570,7 @@ def test_a_lone_surrogate_is_quarantined_with_where_it_is_while_neighbours_land(
     spool.parent.mkdir()
     spool.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, tmp_path / "spool").ingest()
         q = store.query("SELECT line, reason, raw FROM quarantine ORDER BY line")
 
@@ -593,7 +593,7 @@ def test_a_line_nested_too_deeply_is_quarantined_and_the_ingest_goes_on(tmp_path
     spool.parent.mkdir()
     spool.write_text("\n".join([_valid(factory, 1), deep, _valid(factory, 2)]) + "\n")
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, tmp_path / "spool").ingest()
         q = store.query("SELECT line, reason FROM quarantine")
         again = Projector(store, tmp_path / "spool").ingest()
@@ -613,7 +613,7 @@ def test_a_spool_file_whose_name_is_not_utf8_loads_under_an_escaped_name(tmp_pat
     (spool / odd).write_text(_valid(factory, 1) + "\n")
     (spool / "z-after.jsonl").write_text(_valid(factory, 2) + "\n")  # sorts after it
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         first = Projector(store, spool).ingest()
         again = Projector(store, spool).ingest()
         sources = store.query("SELECT source FROM events ORDER BY seq")["source"].to_list()
@@ -653,7 +653,7 @@ def test_line_that_breaks_conversion_is_quarantined_not_fatal(tmp_path: Path, ki
     factory = EventFactory("poison")
     lines = [_valid(factory, 0), _poison(kind), _valid(EventFactory("poison", start_seq=2), 2)]
     write_lines(tmp_path / "spool" / "poison.jsonl", lines)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, tmp_path / "spool").ingest()
         assert (result.new_events, result.quarantined) == (2, 1)
         row = store.query("SELECT line, reason FROM quarantine").row(0)
@@ -683,7 +683,7 @@ def test_an_ingest_with_nothing_new_leaves_the_switch_interval_alone(
     spool = tmp_path / "spool"
     spool.mkdir()
     (spool / "a.jsonl").write_text(_valid(EventFactory("idle"), 1) + "\n")
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert Projector(store, spool).ingest().new_events == 1
         changes: list[float] = []
         monkeypatch.setattr(sys, "setswitchinterval", changes.append)

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.projector import (
     CHUNK_BYTES,
     FIRST_CHUNK_BYTES,
@@ -171,7 +171,7 @@ def test_a_chunk_budget_ending_at_a_file_end_goes_on_in_the_next_file_from_its_o
 ) -> None:
     spool = tmp_path / "spool"
     files = _three_files(spool)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         first = Projector(store, spool).ingest()  # every file has a position before the test
         assert (first.lines, first.new_events) == (9, 9)
         for path, n in zip(files, (2, 3, 1), strict=True):
@@ -205,7 +205,7 @@ def test_a_chunk_ending_in_one_file_before_torn_only_files_keeps_each_files_own_
         path, lines = files[n]
         write_lines(path, lines[:before])
         path.touch()
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         Projector(store, spool).ingest()
         torn: list[str] = []
         for n, (before, new) in LAYOUTS[layout].items():
@@ -249,7 +249,7 @@ def test_chunks_start_at_the_first_size_and_double_to_the_limit_across_file_boun
         base += len(data)
     longest = max(len(raw) + 1 for p in files for raw in p.read_bytes().split(b"\n"))
     done: list[int] = []
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool, chunk_bytes=chunk_bytes).ingest(
             lambda read, todo: done.append(read)
         )
@@ -275,7 +275,7 @@ def test_lines_longer_than_the_chunk_among_other_files_are_read_whole(tmp_path: 
     torn = _big_line("d", 0, 4_000)
     _append(spool / "d.jsonl", torn[:3_500].encode())
     write_lines(spool / "e.jsonl", [_big_line("e", 0, 2_500)])
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=1_000)
         for _ in range(2):  # the torn long line holds back only itself, and asking again is a no-op
             _ingest_checked(store, projector, spool)
@@ -302,7 +302,7 @@ def test_a_long_line_after_a_nearly_full_chunk_is_read_in_a_few_reads(
     long = _big_line("b", 0, 8_000).encode() + (b"" if torn else b"\n")
     _append(spool / "b.jsonl", long)
     chunk = (spool / "a.jsonl").stat().st_size + 1  # one byte of budget left for b.jsonl
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=chunk)
         before = _read_syscalls()
         _ingest_checked(store, projector, spool)
@@ -323,7 +323,7 @@ def test_empty_and_blank_only_files_between_others_get_exact_offsets(
     (spool / "b.jsonl").touch()
     _append(spool / "c.jsonl", b"\n\n \n\t\n")
     write_lines(spool / "d.jsonl", usage_lines("d", 2))
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=chunk_bytes)
         result = _ingest_checked(store, projector, spool)
         assert "b.jsonl" not in store.offsets()  # nothing complete: no position
@@ -353,7 +353,7 @@ def test_a_hard_linked_file_between_others_is_skipped_once_and_read_whole_once_u
     files = _five_files(spool)
     link = tmp_path / "second-name"
     os.link(files[2], link)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=chunk_bytes)
         result = _ingest_checked(store, projector, spool)
         assert result.skipped == [
@@ -376,7 +376,7 @@ from analytics.store import EventStore
 from analytics.store.projector import Projector
 for request in sys.stdin:
     home, chunk_bytes = request.rstrip("\\n").split("\\t")
-    with EventStore.for_home(Path(home)) as store:
+    with open_store(Path(home)) as store:
         done = Projector(store, Path(home) / "spool", chunk_bytes=int(chunk_bytes)).ingest()
     print(json.dumps({"lines": done.lines, "events": done.new_events, "skipped": done.skipped}),
           flush=True)
@@ -452,7 +452,7 @@ def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_onc
         write_lines(path, usage_lines(path.stem, 2, start_seq=_complete(path)[1]))
     _append(files[4], b'{"torn')
     locked = [files[1], files[3]]
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         before = store.offsets()
     for path in locked:
         os.chown(path, NOBODY, NOBODY)
@@ -462,14 +462,14 @@ def test_unreadable_files_among_many_are_skipped_and_read_from_their_offsets_onc
     assert result["skipped"] == [
         f"{p.name}: cannot be read (Permission denied); tried again next time" for p in locked
     ]
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         _assert_exact(store, spool, but=[p.name for p in locked],
                       rows=[r for p in locked for r in _rows(p, before[p.name][0])],
                       offsets={p.name: before[p.name] for p in locked})  # fmt: skip
     for path in locked:
         os.chown(path, 0, 0)
     assert unprivileged.ingest(tmp_path, chunk_bytes)["lines"] == 2 * 2
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         _assert_exact(store, spool)
 
 
@@ -499,7 +499,7 @@ def planned(tmp_path: Path) -> Iterator[tuple[EventStore, Path, list[Path]]]:
     """Five files read once, each with two lines more since, and a lead file before them."""
     spool = tmp_path / "spool"
     files = _five_files(spool)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         Projector(store, spool).ingest()
         for path in files:
             write_lines(path, usage_lines(path.stem, 2, start_seq=_complete(path)[1]))
@@ -624,7 +624,7 @@ def test_a_file_rewritten_in_place_between_two_of_its_chunks_is_read_again_from_
     spool = tmp_path / "spool"
     target = spool / "a.jsonl"
     write_lines(target, usage_lines("a", 12))
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=HOOK_CHUNK)
         with SpoolDir(spool).opened() as opened:
             jobs, _ = projector._plan(opened)
@@ -659,7 +659,7 @@ def test_ingests_in_a_row_with_torn_lines_in_several_files_at_once_read_each_lin
     written = dict.fromkeys(names, 0)
     torn: dict[str, int] = {}  # file -> bytes of its next line already written
     rng = random.Random(3)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         projector = Projector(store, spool, chunk_bytes=chunk_bytes)
         for _ in range(8):
             for name in rng.sample(names, 4):
@@ -707,7 +707,7 @@ class SpoolFiles(RuleBasedStateMachine):
         self.home = Path(self.tmp.name)
         self.spool = self.home / "spool"
         self.spool.mkdir()
-        self.store = EventStore.for_home(self.home)
+        self.store = open_store(self.home)
         self.projector = Projector(self.store, self.spool)
         self.gen = dict.fromkeys(self.NAMES, 0)
         self.seq = dict.fromkeys(self.NAMES, 0)
@@ -810,7 +810,7 @@ class SpoolFiles(RuleBasedStateMachine):
             (once / "spool").mkdir(parents=True)
             for path in _spool_files(self.spool):
                 shutil.copyfile(path, once / "spool" / path.name)
-            with EventStore.for_home(once) as single:
+            with open_store(once) as single:
                 Projector(single, once / "spool").ingest()
                 current = {
                     p.name: _complete(p) for p in _spool_files(self.spool) if _complete(p)[1]

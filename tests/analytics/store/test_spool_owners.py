@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 from compactor import SpoolSink
 from compactor.events import EventFactory, UsageReported
@@ -29,12 +29,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _events(home: Path) -> int:
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         return int(store.counts()["events"])
 
 
 def _ingest(home: Path) -> list[str]:
-    with EventStore.for_home(home) as store:
+    with open_store(home) as store:
         return Projector(store, home / "spool").ingest().skipped
 
 
@@ -105,7 +105,7 @@ def test_a_spool_file_owned_by_another_user_is_skipped_even_when_readable(
 
     assert done.returncode == 1, done.stderr
     assert f"other.jsonl: owned by another user (uid {NOBODY}" in done.stderr, done.stderr
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert store.counts()["events"] == 3
         assert store.query("SELECT count(*) FROM events WHERE session_id = 'planted'").item() == 0
 

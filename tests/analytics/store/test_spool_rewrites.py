@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from analytics.store import EventStore
+from analytics.store import EventStore, open_store
 from analytics.store.projector import Projector, source_name
 from compactor.events import EventFactory, SessionStarted
 from tests.analytics.spool_helpers import ingest, usage_lines, write_lines
@@ -47,7 +47,7 @@ def test_a_spool_file_truncated_and_rewritten_past_its_offset_is_read_from_the_s
     write_lines(agent, [_started("new"), *usage_lines("new", 40, start_seq=1)])
     assert agent.stat().st_ino == inode and agent.stat().st_size > old_offset
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert (result.new_events, result.duplicates) == (41, 0)
         assert _session_events(store, "new") == 41
@@ -67,7 +67,7 @@ def test_a_spool_file_replaced_by_another_file_is_read_from_the_start(tmp_path: 
     write_lines(replacement, [*usage_lines("second", 30)])
     os.replace(replacement, agent)  # a writer that renames a new file over the old one
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert result.new_events == 30
         assert _session_events(store, "second") == 30
@@ -81,7 +81,7 @@ def test_appending_to_a_spool_file_reads_only_the_new_bytes(tmp_path: Path) -> N
     ingest(tmp_path)
     before = agent.stat().st_size
     write_lines(agent, usage_lines("grows", 5, start_seq=300))
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert (result.new_events, result.duplicates) == (5, 0)
         assert result.bytes_read == agent.stat().st_size - before
@@ -101,7 +101,7 @@ def test_quarantined_lines_of_a_spool_file_read_again_are_stored_once(tmp_path: 
     ingest(tmp_path)
     _truncate(agent)
     write_lines(agent, [good[0], "this is not an event", good[3], "a new bad line", good[4]])
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         result = Projector(store, spool).ingest()
         assert (result.new_events, result.quarantined) == (2, 1)
         rows = store.query("SELECT line, raw FROM quarantine ORDER BY line, raw").rows()
@@ -118,7 +118,7 @@ def test_two_spool_files_whose_escaped_names_collide_keep_their_own_offsets(
     write_lines(spool / odd, usage_lines("odd", 3))
     write_lines(spool / literal, usage_lines("literal", 5))
 
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         first = Projector(store, spool).ingest()
         again = Projector(store, spool).ingest()
         assert first.new_events == 8

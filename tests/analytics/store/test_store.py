@@ -21,6 +21,7 @@ from analytics.replay.synthetic import generate_session
 from analytics.store import (
     STORE_SCHEMA_VERSION,
     EventStore,
+    open_store,
 )
 from analytics.store.sql import TABLES
 from compactor import Message, SpoolSink, ToolCall
@@ -98,7 +99,7 @@ def _columns(store: EventStore, table: str) -> dict[str, str]:
 
 
 def test_store_has_the_tables_and_columns_spec_5_2_guarantees(tmp_path: Path) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         for table, columns in GUARANTEED_COLUMNS.items():
             found = _columns(store, table)
             assert found, f"table {table} is missing"
@@ -117,12 +118,12 @@ def test_store_has_the_tables_and_columns_spec_5_2_guarantees(tmp_path: Path) ->
 
 
 def test_meta_records_schema_and_engine_versions(tmp_path: Path) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         meta = store.meta()
     assert meta["schema_version"] == str(STORE_SCHEMA_VERSION)
     assert meta["engine"] == "duckdb"
     assert meta["engine_version"] == metadata.version("duckdb")
-    with EventStore.for_home(tmp_path) as reopened:  # reopening checks, never rewrites
+    with open_store(tmp_path) as reopened:  # reopening checks, never rewrites
         assert reopened.meta() == meta
 
 
@@ -156,7 +157,7 @@ def _system_prompt(store: EventStore, session_id: str) -> tuple[str, str]:
 def test_compaction_views_rebuilt_from_the_store_equal_the_views_the_session_used(
     tmp_path: Path, full_run: SessionRun
 ) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         system_sha, system_text = _system_prompt(store, full_run.session_id)
         for compaction_id, (before, after) in full_run.views.items():
             for side, view in (("before", before), ("after", after)):
@@ -177,7 +178,7 @@ def test_compaction_views_rebuilt_from_the_store_equal_the_views_the_session_use
 def test_every_view_reference_of_a_full_capture_session_resolves_to_a_stored_message(
     tmp_path: Path, full_run: SessionRun
 ) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         dangling = store.query(
             """SELECT cv.status, count(*) AS n FROM compaction_views cv
                ANTI JOIN message_blobs b USING (sha256) GROUP BY cv.status"""
@@ -188,7 +189,7 @@ def test_every_view_reference_of_a_full_capture_session_resolves_to_a_stored_mes
 def test_each_distinct_message_is_stored_once_and_views_reference_it_by_hash(
     tmp_path: Path, full_run: SessionRun
 ) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         assert "content" not in _columns(store, "compaction_views")
         assert "content" not in _columns(store, "messages")
         blobs = store.query(
@@ -243,7 +244,7 @@ def test_metadata_capture_stores_no_message_content_anywhere(tmp_path: Path) -> 
     )
     assert len(run.views) >= 3
     ingest(tmp_path)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         effective = store.query("SELECT count(*) AS n FROM compactions WHERE effective").item()
         assert effective == len(run.views)
         assert store.counts()["offloads"] > 0  # the secret was in offloaded results too
@@ -281,7 +282,7 @@ def test_metadata_session_is_not_joinable_to_text_another_session_stored(tmp_pat
     bare = {sha256_of(m) for m in shared} | {
         sha256_of(m) for v in full.views.values() for m in v[1]
     }
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         blobs = set(store.query("SELECT sha256 FROM message_blobs")["sha256"].to_list())
         assert {sha256_of(m) for m in shared} <= blobs  # the full session's text is stored
         hashes = store.query(
@@ -310,7 +311,7 @@ def test_metadata_session_is_not_joinable_to_text_another_session_stored(tmp_pat
 def test_empty_compaction_error_and_fallback_are_null_not_empty_strings(
     tmp_path: Path, full_run: SessionRun
 ) -> None:
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         records = [
             json.loads(p)["record"]
             for p in store.query(

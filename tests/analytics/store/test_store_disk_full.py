@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from analytics.errors import StoreUnwritableError
-from analytics.store import DB_NAME, EventStore
+from analytics.store import DB_NAME, EventStore, open_store
 from analytics.store.rebuilding import rebuild
 from compactor import SpoolSink
 from tests.analytics.spool_helpers import (
@@ -126,5 +126,5 @@ def test_import_refuses_a_kernel_file_named_on_the_command_line_without_reading_
     assert done.returncode == 1, done.stdout + done.stderr
     output = done.stdout + done.stderr
     assert "/proc/kmsg" in output and "size of 0 bytes" in output, output
-    with EventStore.for_home(tmp_path / "home", read_only=True) as store:
+    with open_store(tmp_path / "home", read_only=True) as store:
         assert store.counts()["sessions"] == 1

@@ -29,7 +29,7 @@ from analytics.errors import (
     StoreUnwritableError,
     StoreVersionError,
 )
-from analytics.store import DB_NAME, STORE_SCHEMA_VERSION, EventStore
+from analytics.store import DB_NAME, STORE_SCHEMA_VERSION, EventStore, open_store
 from analytics.store.rebuilding import rebuild
 from compactor import SpoolSink
 from tests.analytics.spool_helpers import (
@@ -248,10 +248,10 @@ def test_file_of_another_duckdb_storage_version_is_a_version_error(tmp_path: Pat
 
 def test_store_of_another_schema_version_is_a_version_error(tmp_path: Path) -> None:
     reference = _good_home(tmp_path)
-    with EventStore.for_home(tmp_path) as store:
+    with open_store(tmp_path) as store:
         store.con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreVersionError) as caught:
-        EventStore.for_home(tmp_path)
+        open_store(tmp_path)
     _assert_one_line(
         caught.value,
         tmp_path / DB_NAME,
@@ -298,14 +298,14 @@ from analytics.errors import StoreError
 from analytics.store.rebuilding import rebuild
 from analytics.store import EventStore
 home = sys.argv[1]
-for name, attempt in (("open", lambda: EventStore.for_home(home).close()),
+for name, attempt in (("open", lambda: open_store(home).close()),
                       ("rebuild", lambda: rebuild(home))):
     try:
         attempt()
         print(name, "ok")
     except StoreError as exc:
         print(name, type(exc).__name__, exc)
-with EventStore.for_home(home, read_only=True) as store:
+with open_store(home, read_only=True) as store:
     print("read", store.counts()["events"])
 """
 

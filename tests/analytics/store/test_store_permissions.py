@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from analytics.store import DB_NAME, EventStore
+from analytics.store import DB_NAME, open_store
 from analytics.store.projector import Projector
 from tests.analytics.spool_helpers import usage_lines, write_lines
 
@@ -43,7 +43,7 @@ def test_the_database_its_log_and_its_lock_are_private_whatever_the_umask(
     write_lines(tmp_path / "spool" / "a.jsonl", usage_lines("s", 5))
     db = home / DB_NAME
     wal = db.with_name(DB_NAME + ".wal")
-    with _umask(0o022), EventStore.for_home(home) as store:
+    with _umask(0o022), open_store(home) as store:
         projector = Projector(store, tmp_path / "spool")
         projector.ingest(checkpoint=False)  # committed to the log, not yet checkpointed
         assert wal.exists()
@@ -60,10 +60,10 @@ def test_the_database_its_log_and_its_lock_are_private_whatever_the_umask(
 
 def test_a_store_made_world_readable_before_is_made_private_when_opened(tmp_path: Path) -> None:
     with _umask(0o022):
-        EventStore.for_home(tmp_path).close()
+        open_store(tmp_path).close()
         db = tmp_path / DB_NAME
         db.chmod(0o644)  # as a store made by an earlier release is
-        EventStore.for_home(tmp_path).close()
+        open_store(tmp_path).close()
     assert _mode(db) == 0o600
 
 
