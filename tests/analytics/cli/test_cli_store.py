@@ -51,7 +51,7 @@ def holder(home: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding the database open, until killed."""
     code = (
         "import sys, time\n"
-        "from analytics.store import EventStore\n"
+        "from analytics.store import open_store\n"
         "store = open_store(sys.argv[1])\n"
         "print('ready', flush=True)\n"
         "time.sleep(3600)\n"

@@ -54,7 +54,7 @@ TIMEOUT_S = 600
 PROJECT = """
 import sys
 from pathlib import Path
-from analytics.store import EventStore, Selection, select
+from analytics.store import Selection, open_store, select
 from analytics.store.projector import Projector
 url, data, home, chunk = sys.argv[1:5]
 select(Selection(url, Path(data)))

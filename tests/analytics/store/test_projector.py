@@ -250,7 +250,7 @@ _KILLABLE_INGEST = """
 import sys
 from pathlib import Path
 from analytics.store.projector import Projector
-from analytics.store import EventStore
+from analytics.store import open_store
 
 home = Path(sys.argv[1])
 with open_store(home) as store:

@@ -372,7 +372,7 @@ def test_a_hard_linked_file_between_others_is_skipped_once_and_read_whole_once_u
 _INGESTS = """
 import json, sys
 from pathlib import Path
-from analytics.store import EventStore
+from analytics.store import open_store
 from analytics.store.projector import Projector
 for request in sys.stdin:
     home, chunk_bytes = request.rstrip("\\n").split("\\t")

@@ -296,7 +296,7 @@ _IN_READ_ONLY_HOME = """
 import sys
 from analytics.errors import StoreError
 from analytics.store.rebuilding import rebuild
-from analytics.store import EventStore
+from analytics.store import open_store
 home = sys.argv[1]
 for name, attempt in (("open", lambda: open_store(home).close()),
                       ("rebuild", lambda: rebuild(home))):
