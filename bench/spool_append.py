@@ -216,14 +216,14 @@ def bench_failing_disk(root: Path, emits: int = 12_000) -> None:
     ]
     handler = _Collect(logging.WARNING)
     warnings = handler.records
-    logging.getLogger("compactor.sinks").addHandler(handler)
+    logging.getLogger("compactor.writing.sinks").addHandler(handler)
     try:
         t0 = time.perf_counter_ns()
         for event in events:
             sink.emit(event)
         seconds = (time.perf_counter_ns() - t0) / 1e9
     finally:
-        logging.getLogger("compactor.sinks").removeHandler(handler)
+        logging.getLogger("compactor.writing.sinks").removeHandler(handler)
     print(
         f"\n{emits:,} emits while every write fails: {seconds:.2f} s "
         f"({seconds / emits * 1e6:.1f} µs per emit), {sink.errors} failed flushes, "

@@ -4,7 +4,6 @@ The public surface (SPEC 3.1): every name a caller may import, re-exported expli
 schema is the documented module ``compactor.events``; every other module is internal.
 """
 
-from compactor.anchors import Anchor, AnchorType, merge_anchors, parse_anchors_and_summary
 from compactor.config import CompactorConfig
 from compactor.errors import (
     ChatModelError,
@@ -14,8 +13,6 @@ from compactor.errors import (
     RecordStoreError,
     SummarizerError,
 )
-from compactor.extractive import ExtractiveSummarizer
-from compactor.fallback import TokenBudgetCompactor
 from compactor.llm import AnthropicChatModel, OpenAIChatModel
 from compactor.messages import (
     Message,
@@ -27,11 +24,12 @@ from compactor.messages import (
     messages_to_openai,
     to_openai,
 )
-from compactor.notify import format_notification
-from compactor.offload import CompactionOffloader, OffloadHook
 from compactor.otlp import OtlpSink
-from compactor.pairs import repair_orphaned_tool_pairs, validate_history
-from compactor.progressive import ProgressiveCompactor
+from compactor.pipeline.fallback import TokenBudgetCompactor
+from compactor.pipeline.notify import format_notification
+from compactor.pipeline.offload import CompactionOffloader, OffloadHook
+from compactor.pipeline.pairs import repair_orphaned_tool_pairs, validate_history
+from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.protocols import (
     Compactor,
     ForceCompactor,
@@ -49,8 +47,9 @@ from compactor.records import (
     SummarizerStats,
 )
 from compactor.session import CompactionSession
-from compactor.sinks import EventSink, MemorySink, SpoolSink, TeeSink
-from compactor.summarize import (
+from compactor.summaries.anchors import Anchor, AnchorType, merge_anchors, parse_anchors_and_summary
+from compactor.summaries.extractive import ExtractiveSummarizer
+from compactor.summaries.summarize import (
     ChatCompletion,
     ChatModel,
     LLMSummarizer,
@@ -68,6 +67,7 @@ from compactor.tokens import (
     estimate_tool_schema_tokens,
     message_bytes,
 )
+from compactor.writing.sinks import EventSink, MemorySink, SpoolSink, TeeSink
 
 __all__ = [
     "Anchor",

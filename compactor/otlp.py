@@ -34,8 +34,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from compactor.events import CompactionRecorded, Event, SessionStarted
-from compactor.faults import FaultLog, describe
 from compactor.records import CompactionRecord, CompactionTier
+from compactor.writing._faults import FaultLog, describe
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from pydantic import (
     model_validator,
 )
 
-from compactor.anchors import Anchor
-from compactor.appending import append_whole, lock_file
-from compactor.encoding import utf8
-from compactor.safepath import safe_name
+from compactor.summaries.anchors import Anchor
+from compactor.writing._appending import append_whole, lock_file
+from compactor.writing._encoding import utf8
+from compactor.writing._safepath import safe_name
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from compactor.encoding import scrub
 from compactor.events import (
     Capture,
     SessionDeleted,
@@ -34,15 +33,16 @@ from compactor.events import (
     tool_time_offloaded,
 )
 from compactor.messages import Message
-from compactor.outcome import CompactionOutcome
-from compactor.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
-from compactor.progressive import ProgressiveCompactor
-from compactor.recording import SessionRecorder, next_seq_of, recorded_messages
+from compactor.pipeline._outcome import CompactionOutcome
+from compactor.pipeline._tooltime import ToolTimeOffload
+from compactor.pipeline._work import untouched_record
+from compactor.pipeline.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
+from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
-from compactor.sinks import EventSink
 from compactor.tokens import MAX_REPORTED_TOKENS, message_bytes, raw_tokens, token_count
-from compactor.tooltime import ToolTimeOffload
-from compactor.work import untouched_record
+from compactor.writing._encoding import scrub
+from compactor.writing._recording import SessionRecorder, next_seq_of, recorded_messages
+from compactor.writing.sinks import EventSink
 
 
 class CompactionSession:

@@ -277,6 +277,29 @@ def test_every_analytics_module_is_in_a_room() -> None:
     assert rooms <= set(ROOMS), sorted(rooms - set(ROOMS))
 
 
+COMPACTOR_ROOMS: dict[str, set[str]] = {
+    "writing": {"events"},
+    "summaries": set(),
+    "pipeline": {"summaries", "writing", "events"},
+}
+"""Which of the compactor's sub-packages each may import (its top-level modules are shared by
+all): the pipeline uses the summarisers and the writers, which use neither."""
+
+
+@pytest.mark.parametrize("room", sorted(COMPACTOR_ROOMS))
+def test_the_compactor_rooms_point_one_way(room: str) -> None:
+    rooms = {p.name for p in (ROOT / "compactor").iterdir() if (p / "__init__.py").exists()}
+    assert set(COMPACTOR_ROOMS) <= rooms
+    for path in (ROOT / "compactor" / room).glob("*.py"):
+        for module, _names, _lazy in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "compactor" and len(parts) > 2 and parts[1] != room:
+                assert parts[1] in COMPACTOR_ROOMS[room], (
+                    f"{path} imports {module}: compactor/{room}/ may use "
+                    f"{sorted(COMPACTOR_ROOMS[room]) or 'no other room'}"
+                )
+
+
 def test_the_rooms_form_layers_without_a_cycle() -> None:
     done: set[str] = set()
 

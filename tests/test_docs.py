@@ -175,9 +175,30 @@ def test_the_layout_picture_names_every_analytics_room_and_its_modules(room: str
     assert not missing, f"docs/architecture.md's layout line for {room}/ misses {missing}"
 
 
+COMPACTOR = ROOT / "compactor"
+
+
+@pytest.mark.parametrize(
+    "room", ["", *sorted(p.name for p in COMPACTOR.iterdir() if (p / "__init__.py").exists())]
+)
+def test_the_layout_picture_names_every_compactor_room_and_its_modules(room: str) -> None:
+    """The compactor's top level (room "") and each of its sub-packages: every module named
+    in its part of the picture, an internal one with its underscore."""
+    block = _layout_block().split("analytics/ ", 1)[0]
+    if room:
+        part = re.search(rf"^  {room}/ .*(?:\n {{18}}.*)*", block, re.MULTILINE)
+        assert part, f"docs/architecture.md's layout has no line for compactor/{room}/"
+        text = part.group(0)
+    else:
+        text = re.sub(r"^  [a-z_]+/ .*(?:\n {18}.*)*", "", block, flags=re.MULTILINE)
+    modules = {p.stem for p in (COMPACTOR / room).glob("*.py") if p.stem != "__init__"}
+    missing = sorted(m for m in modules if not re.search(rf"(?<![\w.]){m}\.py\b", text))
+    assert not missing, f"docs/architecture.md's layout for compactor/{room} misses {missing}"
+
+
 def test_the_layout_picture_names_no_module_that_is_gone() -> None:
     block = _layout_block()
-    named = set(re.findall(r"\b([a-z_]+)\.py\b", block.split("app/ ", 1)[0]))
+    named = set(re.findall(r"(?<![\w.])([a-z_]+)\.py\b", block.split("app/ ", 1)[0]))
     existing = {p.stem for p in ANALYTICS.rglob("*.py")}
     existing |= {p.stem for p in (ROOT / "compactor").rglob("*.py")}
     assert named <= existing, sorted(named - existing)

@@ -24,15 +24,15 @@ from typing import Generic, Protocol, Required, TypedDict, TypeVar
 from compactor.config import CompactorConfig
 from compactor.errors import CompactorError
 from compactor.events import Capture
-from compactor.extractive import ExtractiveSummarizer
 from compactor.messages import Message
-from compactor.offload import CompactionOffloader
-from compactor.pairs import repair_orphaned_tool_pairs
-from compactor.progressive import ProgressiveCompactor
-from compactor.recording import next_seq_of
+from compactor.pipeline.offload import CompactionOffloader
+from compactor.pipeline.pairs import repair_orphaned_tool_pairs
+from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.session import CompactionSession
-from compactor.sinks import EventSink, SpoolSink
-from compactor.summarize import ChatModel, Summarizer
+from compactor.summaries.extractive import ExtractiveSummarizer
+from compactor.summaries.summarize import ChatModel, Summarizer
+from compactor.writing._recording import next_seq_of
+from compactor.writing.sinks import EventSink, SpoolSink
 
 ItemT = TypeVar("ItemT")
 """A framework's message item (a pydantic-ai ``ModelMessage``, a LangChain message, an Agents

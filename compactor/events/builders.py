@@ -12,7 +12,6 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
-from compactor.encoding import scrub
 from compactor.events.schema import (
     REDACTED,
     AnchorItem,
@@ -25,9 +24,10 @@ from compactor.events.schema import (
     ViewStatus,
 )
 from compactor.messages import Message, ToolCall
-from compactor.outcome import CompactionOutcome
+from compactor.pipeline._outcome import CompactionOutcome
 from compactor.records import CompactionRecord, OffloadEntry
 from compactor.tokens import message_bytes
+from compactor.writing._encoding import scrub
 
 
 def hash_key(capture: Capture, session_id: str = "", secret: bytes | None = None) -> bytes | None:

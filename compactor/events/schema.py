@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
-from compactor.anchors import anchor_items
-from compactor.encoding import model_json_line
 from compactor.messages import ToolCall
 from compactor.records import CompactionRecord, Int64
+from compactor.summaries.anchors import anchor_items
+from compactor.writing._encoding import model_json_line
 
 Capture = Literal["full", "metadata"]
 ViewStatus = Literal["system", "kept", "offloaded", "changed", "summarized", "dropped", "synthetic"]

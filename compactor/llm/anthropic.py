@@ -14,7 +14,7 @@ from typing import Any
 from compactor.llm.base import SDKChatModel, token_usage
 from compactor.llm.failures import BadResponseError, excerpt
 from compactor.messages import Message, messages_to_anthropic
-from compactor.summarize import ChatCompletion
+from compactor.summaries.summarize import ChatCompletion
 
 _NOT_A_MESSAGE = "check that base_url points at an Anthropic-compatible API root (without /v1)"
 

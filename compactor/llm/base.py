@@ -25,7 +25,7 @@ from compactor.llm.failures import (
     import_sdk,
 )
 from compactor.messages import Message
-from compactor.summarize import ChatCompletion, TokenUsage
+from compactor.summaries.summarize import ChatCompletion, TokenUsage
 
 
 class SDKChatModel:

@@ -15,7 +15,7 @@ from typing import Any
 from compactor.llm.base import SDKChatModel, token_usage
 from compactor.llm.failures import BadResponseError, excerpt
 from compactor.messages import Message, messages_to_openai
-from compactor.summarize import ChatCompletion
+from compactor.summaries.summarize import ChatCompletion
 
 # Local servers ignore the key, but the SDK refuses to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"

@@ -22,14 +22,14 @@ from compactor import (
     Message,
     ProgressiveCompactor,
 )
-from compactor.compaction_message import (
+from compactor.events import CompactionRecorded
+from compactor.summaries._message import (
     COMPACTION_MARKER,
     CompactionState,
     find_task_index,
     parse_compaction_message,
     render_compaction_message,
 )
-from compactor.events import CompactionRecorded
 from tests.compactor.builders import ScriptedSummarizer, exchange
 from tests.fuzzing import examples
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from analytics.importers import ImportedSession, import_path
-from compactor.extractive import is_decision, split_prose_sentences
+from compactor.summaries.extractive import is_decision, split_prose_sentences
 from tests.transcripts import TRANSCRIPTS
 
 FIXTURE = Path(__file__).with_name("decision_labels.json")

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactor.anchors import NA, Anchor, AnchorType, parse_anchors_and_summary
-from compactor.compaction_message import CompactionState, render_compaction_message
-from compactor.extractive import ExtractiveSummarizer
 from compactor.messages import Message, ToolCall, from_openai
-from compactor.summarize import PreviousCompaction, Summarizer
+from compactor.summaries._message import CompactionState, render_compaction_message
+from compactor.summaries.anchors import NA, Anchor, AnchorType, parse_anchors_and_summary
+from compactor.summaries.extractive import ExtractiveSummarizer
+from compactor.summaries.summarize import PreviousCompaction, Summarizer
 from tests.fuzzing import examples
 
 REAL_TRANSCRIPT = (

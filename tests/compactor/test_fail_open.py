@@ -14,7 +14,7 @@ from compactor import (
     ProgressiveCompactor,
     validate_history,
 )
-from compactor.compaction_message import parse_compaction_message
+from compactor.summaries._message import parse_compaction_message
 from tests.compactor.builders import ScriptedSummarizer, conversation, window_for
 
 

@@ -21,9 +21,9 @@ import pytest
 from compactor.errors import ChatModelError
 from compactor.llm import AnthropicChatModel, OpenAIChatModel
 from compactor.messages import Message, ToolCall
-from compactor.progressive import ProgressiveCompactor
+from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.records import CompactionTier
-from compactor.summarize import LLMSummarizer, TokenUsage
+from compactor.summaries.summarize import LLMSummarizer, TokenUsage
 from compactor.tokens import estimate_tokens
 from tests.compactor.fake_llm_server import (
     ANTHROPIC_PATH,

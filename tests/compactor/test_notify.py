@@ -16,8 +16,8 @@ from compactor import (
     OffloadEntry,
     format_notification,
 )
-from compactor.anchors import ANCHOR_ORDER
-from compactor.notify import format_tokens
+from compactor.pipeline.notify import format_tokens
+from compactor.summaries.anchors import ANCHOR_ORDER
 
 KB = 1024
 

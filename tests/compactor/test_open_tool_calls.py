@@ -17,7 +17,7 @@ from compactor import (
     ToolCall,
     validate_history,
 )
-from compactor.pairs import MISSING_RESULT
+from compactor.pipeline.pairs import MISSING_RESULT
 from tests.compactor.builders import TASK, ScriptedSummarizer, exchange, window_for
 
 

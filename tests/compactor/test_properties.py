@@ -41,7 +41,7 @@ from compactor import (
     estimate_tokens,
     validate_history,
 )
-from compactor.compaction_message import COMPACTION_MARKER
+from compactor.summaries._message import COMPACTION_MARKER
 from tests.fuzzing import examples
 
 PROPERTY_SETTINGS = settings(

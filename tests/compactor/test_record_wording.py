@@ -11,7 +11,7 @@ from compactor import (
     Message,
     ProgressiveCompactor,
 )
-from compactor.work import RecordContext, Work, finish_outcome
+from compactor.pipeline._work import RecordContext, Work, finish_outcome
 from tests.compactor.builders import TASK, ScriptedSummarizer, conversation, exchange
 
 

@@ -27,8 +27,8 @@ from compactor import (
     parse_anchors_and_summary,
     validate_history,
 )
-from compactor.compaction_message import is_compaction_message
 from compactor.events import CompactionRecorded
+from compactor.summaries._message import is_compaction_message
 from tests.compactor.builders import (
     GOOD_SUMMARY,
     TASK,

@@ -161,7 +161,7 @@ def test_a_full_disk_gives_one_warning_per_episode_and_bounded_retries(
     spool = tiny_disk / "spool"
     sink = SpoolSink(spool, buffer_events=4)
     factory = EventFactory("s")
-    caplog.set_level(logging.INFO, logger="compactor.sinks")
+    caplog.set_level(logging.INFO, logger="compactor.writing.sinks")
     for episode in range(2):
         filler = fill_disk(tiny_disk, name=f"filler-{episode}")
         ids = []

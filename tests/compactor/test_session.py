@@ -33,7 +33,6 @@ from compactor import (
     estimate_tokens,
     format_notification,
 )
-from compactor.compaction_message import COMPACTION_MARKER
 from compactor.events import (
     Capture,
     CompactionRecorded,
@@ -43,6 +42,7 @@ from compactor.events import (
     ViewPrepared,
     sha256_of,
 )
+from compactor.summaries._message import COMPACTION_MARKER
 
 SECRET = "SECRET-7f3a-do-not-log"
 SYSTEM = "You are a coding agent working in a sandbox."

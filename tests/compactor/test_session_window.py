@@ -28,9 +28,9 @@ from compactor import (
     ToolCall,
     validate_history,
 )
-from compactor.offload import PLACEHOLDER_PREFIX
-from compactor.pairs import MISSING_RESULT
-from compactor.tiers import context_ratio
+from compactor.pipeline._tiers import context_ratio
+from compactor.pipeline.offload import PLACEHOLDER_PREFIX
+from compactor.pipeline.pairs import MISSING_RESULT
 from tests.compactor.builders import TASK, exchange
 from tests.compactor.test_properties import Case, cases
 from tests.fuzzing import examples

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactor import Message
-from compactor.offload import render_placeholder
+from compactor._truncation import shrink_message, truncate_middle
+from compactor.pipeline.offload import render_placeholder
 from compactor.tokens import message_bytes, utf8_len
-from compactor.truncation import shrink_message, truncate_middle
 from tests.fuzzing import examples
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=400)

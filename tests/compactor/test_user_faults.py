@@ -36,8 +36,8 @@ from compactor import (
     format_notification,
     validate_history,
 )
-from compactor.compaction_message import parse_compaction_message
 from compactor.events import parse_event
+from compactor.summaries._message import parse_compaction_message
 from compactor.tokens import message_bytes
 from tests.compactor.builders import ScriptedSummarizer, conversation, exchange, window_for
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from compactor.anchors import all_na
 from compactor.records import CompactionRecord, CompactionTier
+from compactor.summaries.anchors import all_na
 
 
 def format_tokens(n: int) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from compactor.events import EventFactory, MessageAppended
-from compactor.faults import FaultLog
-from compactor.sinks import EventSink, MemorySink, SpoolSink, TeeSink
+from compactor.writing._faults import FaultLog
+from compactor.writing.sinks import EventSink, MemorySink, SpoolSink, TeeSink
 
 
 class SessionRecorder:

@@ -19,9 +19,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from compactor.appending import append_whole, lock_file
-from compactor.encoding import utf8
-from compactor.safepath import safe_name
+from compactor.writing._appending import append_whole, lock_file
+from compactor.writing._encoding import utf8
+from compactor.writing._safepath import safe_name
 
 INDEX_DIR = ".seq"
 MARKER = ".indexed"

@@ -13,17 +13,18 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compactor.compaction_message import (
+from compactor._truncation import shrink_message, truncate_middle
+from compactor.config import CompactorConfig
+from compactor.errors import OffloadError
+from compactor.messages import Message
+from compactor.pipeline.offload import CompactionOffloader
+from compactor.records import DroppedMessage, OffloadEntry
+from compactor.summaries._message import (
     CompactionState,
     fit_compaction_message,
     parse_compaction_message,
     task_carrier_index,
 )
-from compactor.config import CompactorConfig
-from compactor.errors import OffloadError
-from compactor.messages import Message
-from compactor.offload import CompactionOffloader
-from compactor.records import DroppedMessage, OffloadEntry
 from compactor.tokens import (
     ByteEstimator,
     TokenEstimator,
@@ -33,7 +34,6 @@ from compactor.tokens import (
     task_cap_bytes,
     utf8_len,
 )
-from compactor.truncation import shrink_message, truncate_middle
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from compactor.messages import Message
-from compactor.offload import is_offloaded
+from compactor.pipeline.offload import is_offloaded
 from compactor.records import CompactionRecord
 
 Status = Literal["kept", "offloaded", "changed", "summarized", "dropped"]

@@ -24,8 +24,8 @@ from pathlib import Path
 from compactor.errors import OffloadError
 from compactor.messages import Message
 from compactor.records import OffloadEntry
-from compactor.safepath import confined, safe_name
 from compactor.tokens import utf8_len
+from compactor.writing._safepath import confined, safe_name
 
 log = logging.getLogger(__name__)
 

@@ -23,13 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.anchors import NA, Anchor, AnchorType, format_anchors
-from compactor.compaction_message import is_compaction_message
 from compactor.messages import Message, ToolCall
-from compactor.paths import add_path, add_text_paths
-from compactor.summarize import PreviousCompaction, SummaryResult, TokenUsage
-from compactor.tokens import estimate_tokens
-from compactor.tool_calls import (
+from compactor.summaries._message import is_compaction_message
+from compactor.summaries._paths import add_path, add_text_paths
+from compactor.summaries._tool_reading import (
     COMMAND_KEYS,
     HEAD_CHARS,
     PATH_KEYS,
@@ -44,6 +41,9 @@ from compactor.tool_calls import (
     unquoted,
     window,
 )
+from compactor.summaries.anchors import NA, Anchor, AnchorType, format_anchors
+from compactor.summaries.summarize import PreviousCompaction, SummaryResult, TokenUsage
+from compactor.tokens import estimate_tokens
 
 MODEL_NAME = "extractive"
 

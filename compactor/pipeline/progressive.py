@@ -15,17 +15,6 @@ import logging
 import weakref
 from collections.abc import Generator, Sequence
 
-from compactor.calls import (
-    SummaryRequest,
-    SummaryResponse,
-    asummarize_with_timeout,
-    summarize_with_timeout,
-)
-from compactor.compaction_message import (
-    CompactionState,
-    is_compaction_message,
-    task_carrier_index,
-)
 from compactor.config import CompactorConfig
 from compactor.errors import CompactorInUseError, OffloadError
 from compactor.events import (
@@ -36,20 +25,43 @@ from compactor.events import (
     offload_events,
     redact_record,
 )
-from compactor.fallback import TokenBudgetCompactor
-from compactor.faults import FaultLog
 from compactor.messages import Message
-from compactor.offload import CompactionOffloader
-from compactor.outcome import CompactionOutcome
-from compactor.pairs import repair_with_report
+from compactor.pipeline._outcome import CompactionOutcome
+from compactor.pipeline._summary_step import SummaryStep
+from compactor.pipeline._tiers import (
+    Split,
+    context_ratio,
+    soft_midpoint,
+    split_head_tail,
+    tier_for_ratio,
+)
+from compactor.pipeline._work import (
+    RecordContext,
+    Trigger,
+    Work,
+    finish_outcome,
+    preserved_verbatim,
+)
+from compactor.pipeline.fallback import TokenBudgetCompactor
+from compactor.pipeline.offload import CompactionOffloader
+from compactor.pipeline.pairs import repair_with_report
 from compactor.protocols import MemoryExtractor, TodoInjector
 from compactor.records import CompactionRecord, CompactionTier, RecordStore
-from compactor.sinks import EventSink
-from compactor.summarize import ChatModel, Summarizer, as_summarizer
-from compactor.summary_step import SummaryStep
-from compactor.tiers import Split, context_ratio, soft_midpoint, split_head_tail, tier_for_ratio
+from compactor.summaries._calls import (
+    SummaryRequest,
+    SummaryResponse,
+    asummarize_with_timeout,
+    summarize_with_timeout,
+)
+from compactor.summaries._message import (
+    CompactionState,
+    is_compaction_message,
+    task_carrier_index,
+)
+from compactor.summaries.summarize import ChatModel, Summarizer, as_summarizer
 from compactor.tokens import ByteEstimator, TokenEstimator, message_budget_tokens, message_bytes
-from compactor.work import RecordContext, Trigger, Work, finish_outcome, preserved_verbatim
+from compactor.writing._faults import FaultLog
+from compactor.writing.sinks import EventSink
 
 log = logging.getLogger(__name__)
 

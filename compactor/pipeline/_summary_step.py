@@ -15,24 +15,24 @@ import time
 from collections.abc import Generator, Sequence
 from typing import Protocol
 
-from compactor.anchors import Anchor, all_na, merge_anchors, parse_anchors_and_summary
-from compactor.calls import SummaryRequest, SummaryResponse
-from compactor.compaction_message import (
+from compactor._truncation import truncate_middle
+from compactor.config import CompactorConfig
+from compactor.messages import Message
+from compactor.pipeline._work import Work
+from compactor.protocols import MemoryExtractor, TodoInjector
+from compactor.records import SummarizerStats
+from compactor.summaries._calls import SummaryRequest, SummaryResponse
+from compactor.summaries._message import (
     CompactionState,
     find_task_index,
     offload_reference,
     parse_compaction_message,
     render_compaction_message,
 )
-from compactor.config import CompactorConfig
-from compactor.faults import FaultLog
-from compactor.messages import Message
-from compactor.protocols import MemoryExtractor, TodoInjector
-from compactor.records import SummarizerStats
-from compactor.summarize import SummaryResult
+from compactor.summaries.anchors import Anchor, all_na, merge_anchors, parse_anchors_and_summary
+from compactor.summaries.summarize import SummaryResult
 from compactor.tokens import TokenEstimator, task_cap_bytes
-from compactor.truncation import truncate_middle
-from compactor.work import Work
+from compactor.writing._faults import FaultLog
 
 
 class SummaryOwner(Protocol):

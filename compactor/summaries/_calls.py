@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 
 from compactor.messages import Message
-from compactor.summarize import PreviousCompaction, Summarizer, SummaryResult
+from compactor.summaries.summarize import PreviousCompaction, Summarizer, SummaryResult
 
 
 @dataclass

@@ -10,10 +10,10 @@ once per kind). Nothing here decides when a compaction offloads; the compactor d
 from __future__ import annotations
 
 from compactor.config import CompactorConfig
-from compactor.faults import FaultLog
 from compactor.messages import Message
-from compactor.offload import CompactionOffloader, OffloadHook
+from compactor.pipeline.offload import CompactionOffloader, OffloadHook
 from compactor.records import OffloadEntry
+from compactor.writing._faults import FaultLog
 
 
 class ToolTimeOffload:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from compactor.messages import Message, ToolCall
-from compactor.offload import is_offloaded
+from compactor.pipeline.offload import is_offloaded
 from compactor.tokens import message_bytes, utf8_len
 
 _SHORT_MARKER = "…"

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.anchors import ANCHOR_ORDER, ANCHOR_TITLES, NA, Anchor, normalise
+from compactor._truncation import truncate_middle
 from compactor.messages import Message
 from compactor.records import OffloadEntry
-from compactor.summarize import PreviousCompaction
+from compactor.summaries.anchors import ANCHOR_ORDER, ANCHOR_TITLES, NA, Anchor, normalise
+from compactor.summaries.summarize import PreviousCompaction
 from compactor.tokens import message_bytes, utf8_len
-from compactor.truncation import truncate_middle
 
 COMPACTION_MARKER = "[Context Compaction]"
 MAX_REFERENCES = 100

@@ -13,9 +13,9 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.anchors import Anchor, format_anchors
 from compactor.errors import SummarizerError
 from compactor.messages import Message
+from compactor.summaries.anchors import Anchor, format_anchors
 
 
 class TokenUsage(BaseModel):

@@ -25,12 +25,12 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from compactor.appending import append_whole
-from compactor.encoding import utf8
 from compactor.events import ENVELOPE_HEAD, Event, parse_event
-from compactor.faults import FaultLog
-from compactor.safepath import safe_name
-from compactor.seqindex import SeqIndex
+from compactor.writing._appending import append_whole
+from compactor.writing._encoding import utf8
+from compactor.writing._faults import FaultLog
+from compactor.writing._safepath import safe_name
+from compactor.writing._seqindex import SeqIndex
 
 log = logging.getLogger(__name__)
 

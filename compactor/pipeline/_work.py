@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from compactor.anchors import Anchor
 from compactor.messages import Message
-from compactor.outcome import CompactionOutcome
+from compactor.pipeline._outcome import CompactionOutcome
 from compactor.records import (
     CompactionRecord,
     CompactionTier,
@@ -25,6 +24,7 @@ from compactor.records import (
     SummarizerStats,
     compression_ratio,
 )
+from compactor.summaries.anchors import Anchor
 
 Trigger = Literal["auto", "manual"]
 
