@@ -136,6 +136,11 @@ class CompactionRecord(BaseModel):
     dropped: list[DroppedMessage] = Field(default_factory=list)
     summarizer: SummarizerStats | None = None
     estimator: str = ""
+    """The estimator's name, for people (``bytes/4*1.020+9381``)."""
+    estimator_slope: float | None = None
+    estimator_overhead: float | None = None
+    """The estimator as numbers, for programs: it counted ``bytes / 4 * slope + overhead``
+    tokens (None: an estimator of the caller's own, known by its name alone)."""
     config_hash: str = ""
     error_codes: list[str] = Field(default_factory=list)
     """One fixed code per problem in ``error`` (``summarizer_failed:TimeoutError``...): what

@@ -289,7 +289,7 @@ class CompactionSession:
             view = repair_orphaned_tool_pairs(view)  # never send a broken exchange
         compactor = self.compactor
         record = untouched_record(
-            self.session_id, tokens, len(view), compactor.context_window, compactor.estimator.name
+            self.session_id, tokens, len(view), compactor.context_window, compactor.estimator
         )
         return view, record
 

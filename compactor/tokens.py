@@ -56,11 +56,26 @@ class TokenEstimator(Protocol):
     def tokens_for_bytes(self, n_bytes: int) -> int: ...
 
 
+def linear_params(estimator: TokenEstimator) -> tuple[float, float] | None:
+    """``(slope, overhead)`` when ``estimator`` counts ``bytes / 4 * slope + overhead`` tokens
+    (the library's estimators do; they go on every record as numbers), else None (an estimator
+    of the caller's own, known by its ``name`` alone)."""
+    params = getattr(estimator, "linear", None)
+    if isinstance(params, tuple) and len(params) == 2:
+        return float(params[0]), float(params[1])
+    return None
+
+
 class ByteEstimator:
     """The default: bytes // 4, as harness9."""
 
     name = "bytes/4"
     bytes_per_token = 4
+
+    @property
+    def linear(self) -> tuple[float, float]:
+        """``(slope, overhead)`` of ``bytes / 4 * slope + overhead``."""
+        return 4 / self.bytes_per_token, 0.0
 
     def tokens_for_bytes(self, n_bytes: int) -> int:
         return n_bytes // self.bytes_per_token
@@ -166,6 +181,11 @@ class CalibratedEstimator(_Calibrating):
     def factor(self) -> float:
         return self._factor
 
+    @property
+    def linear(self) -> tuple[float, float]:
+        """``(slope, overhead)`` of ``bytes / 4 * slope + overhead``: the factor, no overhead."""
+        return self._factor, 0.0
+
     @staticmethod
     def _ratio(x: float, y: float) -> float:
         return min(4.0, max(0.25, y / x))
@@ -208,6 +228,11 @@ class OverheadCalibratedEstimator(_Calibrating):
     @property
     def name(self) -> str:
         return f"bytes/4*{self.slope:.3f}+{self.overhead:.0f}"
+
+    @property
+    def linear(self) -> tuple[float, float]:
+        """``(slope, overhead)`` as fitted so far."""
+        return self.slope, self.overhead
 
     def _off(self, x: float, y: float) -> float:
         expected = x * self.slope + self.overhead

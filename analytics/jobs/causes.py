@@ -47,15 +47,15 @@ window (``UNAVOIDABLE``): no config change is searched for them, ``window_needed
 would avoid them.
 
 Ratios are ``(tokens + reserve_tokens) / context_window`` on the estimate the tier was decided
-on (``turns.tokens_before``). Missing inputs (no usage, no system prompt size, an estimator name
-that says nothing) make a cause less likely to be found, never an error.
+on (``turns.tokens_before``). Missing inputs (no usage, no system prompt size, an estimator
+without numbers) make a cause less likely to be found, never an error.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs.common import BYTES_PER_TOKEN, conform, estimator_params
+from analytics.jobs.common import BYTES_PER_TOKEN, conform
 from analytics.jobs.tools import tool_names
 
 CAUSES = (
@@ -133,6 +133,8 @@ _RECORD_SCHEMA = {
     "tier": pl.Int64(),
     "trigger": pl.String(),
     "estimator": pl.String(),
+    "estimator_slope": pl.Float64(),
+    "estimator_overhead": pl.Float64(),
     "error_codes": pl.List(pl.String()),
     "effective": pl.Boolean(),
     "tokens_before": pl.Int64(),
@@ -249,6 +251,8 @@ def _base(
         pl.col("id").alias("compaction_id"),
         "trigger",
         "estimator",
+        pl.col("estimator_slope").alias("slope"),
+        pl.col("estimator_overhead").alias("overhead"),
         pl.col("error_codes")
         .list.eval(
             pl.element().filter(pl.element().str.split(":").list.first().is_in(SUMMARY_FAILURES))
@@ -256,7 +260,6 @@ def _base(
         .list.first()
         .alias("error_code"),
     )
-    slope, overhead = estimator_params()
     turn_rows = conform(turns, _TURN_SCHEMA)
     prev = turn_rows.select(
         "session_id",
@@ -279,8 +282,8 @@ def _base(
         .join(prev, on=["session_id", "turn"], how="left")
         .join(settings, on="session_id", how="left")
         .with_columns(
-            slope.alias("slope"),
-            overhead.alias("overhead"),
+            pl.col("slope").fill_null(1.0),  # an estimator without numbers: bytes / 4
+            pl.col("overhead").fill_null(0.0),
             pl.coalesce("reserve_tokens", "session_reserve", pl.lit(0)).alias("reserve"),
         )
         .with_columns(

@@ -78,23 +78,3 @@ def is_effective() -> pl.Expr:
     """A compaction that changed the view. A null ``effective`` (records written before the
     flag existed, e.g. harness9's) counts as effective: every job reads it the same way."""
     return pl.col("effective").fill_null(True)
-
-
-OVERHEAD_NAME = r"bytes/4\*([\d.]+)\+([\d.]+)"
-"""How ``OverheadCalibratedEstimator`` names itself: slope, then overhead in tokens."""
-CALIBRATED_NAME = r"bytes/4\*calibrated\(([\d.]+)\)"
-"""How ``CalibratedEstimator`` names itself: its factor."""
-
-
-def estimator_params(column: str = "estimator") -> tuple[pl.Expr, pl.Expr]:
-    """(slope, overhead) of an estimator name: ``bytes/4*S+O``, ``bytes/4*calibrated(F)`` or
-    anything else (``bytes/4``: slope 1, overhead 0)."""
-    name = pl.col(column).cast(pl.String)
-    overhead_form, calibrated_form = f"^{OVERHEAD_NAME}$", f"^{CALIBRATED_NAME}$"
-    slope = pl.coalesce(
-        name.str.extract(overhead_form, 1).cast(pl.Float64, strict=False),
-        name.str.extract(calibrated_form, 1).cast(pl.Float64, strict=False),
-        pl.lit(1.0),
-    )
-    overhead = name.str.extract(overhead_form, 2).cast(pl.Float64, strict=False).fill_null(0.0)
-    return slope, overhead

@@ -62,14 +62,19 @@ def _counterfactual_rows(
         emergencies = emergencies.filter(pl.col("session_id").is_in(inputs.sessions))
     sessions = {r["session_id"]: r for r in inputs["sessions"].iter_rows(named=True)}
     systems = _system_prompts(inputs) if emergencies.height else {}
-    estimators = dict(inputs["compactions"].select("id", "estimator").iter_rows())
+    estimators = {
+        cid: FixedEstimator.of_record(slope, overhead, name)
+        for cid, slope, overhead, name in inputs["compactions"]
+        .select("id", "estimator_slope", "estimator_overhead", "estimator")
+        .iter_rows()
+    }
     rows: list[dict[str, str]] = []
     caches: dict[str, ReplayCache] = {}
     for done, e in enumerate(emergencies.iter_rows(named=True)):
         sid = e["session_id"]
         if progress is not None:
             progress(done, emergencies.height, sid)
-        estimator = FixedEstimator.from_name(estimators.get(e["compaction_id"]))
+        estimator = estimators.get(e["compaction_id"]) or FixedEstimator()
         cache = caches.setdefault(sid, ReplayCache())
         report = _one_counterfactual(inputs, sessions[sid], e, systems.get(sid), estimator, cache)
         rows.append(

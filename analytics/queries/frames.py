@@ -141,8 +141,9 @@ def compactions_frame(store: EventStore, sessions: Sequence[str] | None = None) 
               CAST(coalesce(error_codes, '[]') AS VARCHAR[]) AS error_codes, trigger,
               effective, context_window, fallback, summary_text, n_offloaded, n_dropped,
               dropped_bytes, cut, emergency, summarizer_model, summarizer_input_tokens,
-              summarizer_output_tokens, summarizer_latency_ms, estimator, config_hash,
-              origin, harness, summary_encrypted, tokens_before_source
+              summarizer_output_tokens, summarizer_latency_ms, estimator, estimator_slope,
+              estimator_overhead, config_hash, origin, harness, summary_encrypted,
+              tokens_before_source
             FROM compactions {where} ORDER BY session_id, seq""",
         params,
     )

@@ -27,7 +27,6 @@ a temporary folder, deleted after each replay; no events are recorded.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +38,7 @@ from pydantic import ValidationError
 
 from analytics.errors import AnalyticsError
 from analytics.importers import ImportedSession, TurnUsage
-from analytics.jobs.common import BYTES_PER_TOKEN, CALIBRATED_NAME, OVERHEAD_NAME
+from analytics.jobs.common import BYTES_PER_TOKEN
 from analytics.replay.changes import TOOL_OFFLOAD_FIELD, Change, catalogue, lowered_threshold
 from analytics.replay.driver import replay_session, summarizer_spec
 from compactor import (
@@ -505,8 +504,8 @@ def _tool_calls(text: str | None) -> tuple[ToolCall, ...]:
 
 class FixedEstimator:
     """The estimate a session had when its emergency fired, frozen: ``bytes/4 * slope +
-    overhead``, read back from the estimator name on its records, so that a counterfactual
-    decides tiers on the same sizes as the session did (calibration included)."""
+    overhead``, as its record gives them, so that a counterfactual decides tiers on the same
+    sizes as the session did (calibration included)."""
 
     def __init__(self, slope: float = 1.0, overhead: float = 0.0, name: str = "bytes/4") -> None:
         self.slope, self.overhead, self._name = slope, overhead, name
@@ -519,14 +518,14 @@ class FixedEstimator:
         return int((n_bytes // BYTES_PER_TOKEN) * self.slope + self.overhead)
 
     @classmethod
-    def from_name(cls, name: str | None) -> FixedEstimator:
-        """``bytes/4``, ``bytes/4*calibrated(F)`` or ``bytes/4*S+O``; anything else: bytes/4."""
-        text = name or "bytes/4"
-        if match := re.fullmatch(CALIBRATED_NAME, text):
-            return cls(float(match.group(1)), 0.0, text)
-        if match := re.fullmatch(OVERHEAD_NAME, text):
-            return cls(float(match.group(1)), float(match.group(2)), text)
-        return cls()
+    def of_record(
+        cls, slope: float | None, overhead: float | None, name: str | None
+    ) -> FixedEstimator:
+        """The record's estimator (``estimator_slope``, ``estimator_overhead``, ``estimator``);
+        bytes/4 when the record gives no numbers (an estimator of the caller's own)."""
+        if slope is None:
+            return cls()
+        return cls(slope, overhead or 0.0, name or "bytes/4")
 
 
 MAX_SESSION_REPLAYS = 32

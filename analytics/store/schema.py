@@ -18,12 +18,14 @@ from analytics.store.files import REBUILD
 from analytics.store.lake_sql import LAKE_BASE_DDL, LAKE_FIRST_ROWS, LAKE_PROJECTION_DDL
 from analytics.store.sql import BASE_DDL, PROJECTION_DDL
 
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 """3: spool offsets carry a fingerprint, quarantined lines a key, deletions their own table.
 4: compactions carry their origin and harness. 5: a quarantined line's key includes the host
 that read it (several hosts write one lake; their spool files may share names). 6: usage rows
 carry the turn they report on (``turns.turn``; before, the history length, now
-``history_messages``); sessions carry ``history_missing_tokens``."""
+``history_messages``); sessions carry ``history_missing_tokens``. 7: compactions carry their
+estimator as numbers (``estimator_slope``, ``estimator_overhead``), older records' read back from
+the estimator's name as they are projected."""
 DB_NAME = "compactlens.duckdb"
 
 

@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS compactions (
     summarizer_model VARCHAR, summarizer_input_tokens BIGINT, summarizer_output_tokens BIGINT,
     summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR,
     cut BIGINT, emergency VARCHAR, error_codes JSON, origin VARCHAR, harness VARCHAR,
-    summary_encrypted BOOLEAN, tokens_before_source VARCHAR);
+    summary_encrypted BOOLEAN, tokens_before_source VARCHAR, estimator_slope DOUBLE,
+    estimator_overhead DOUBLE);
 CREATE TABLE IF NOT EXISTS compaction_views (
     compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
     history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
@@ -269,6 +270,23 @@ _MESSAGE_ROWS = f"""CREATE OR REPLACE TEMP TABLE batch_message_rows AS
 """One message per session and index: the first by ``FIRST``, against the stored one."""
 
 _BEATS_STORED = f"(stored_row IS NULL OR {FIRST} < (stored_seq, stored_at, stored_event_id))"
+# Records written before they carried the estimator as numbers (store schema 6 and earlier)
+# name it only: ``bytes/4``, ``bytes/4*calibrated(F)`` or ``bytes/4*S+O``. Their slope and
+# overhead are read back from that name here, once, as the store projects them; nothing
+# downstream reads the name for numbers.
+_OVERHEAD_FORM = r"'^bytes/4\*([0-9.]+)\+([0-9.]+)$'"
+_CALIBRATED_FORM = r"'^bytes/4\*calibrated\(([0-9.]+)\)$'"
+_NAME = "(r->>'estimator')"  # parenthesised: ``->>`` binds looser than ``=``
+_LEGACY_SLOPE = (
+    f"coalesce(TRY_CAST(regexp_extract({_NAME}, {_OVERHEAD_FORM}, 1) AS DOUBLE), "
+    f"TRY_CAST(regexp_extract({_NAME}, {_CALIBRATED_FORM}, 1) AS DOUBLE), "
+    f"CASE WHEN {_NAME} = 'bytes/4' THEN 1.0 END)"
+)
+_LEGACY_OVERHEAD = (
+    f"coalesce(TRY_CAST(regexp_extract({_NAME}, {_OVERHEAD_FORM}, 2) AS DOUBLE), "
+    f"CASE WHEN regexp_matches({_NAME}, {_CALIBRATED_FORM}) OR {_NAME} = 'bytes/4' "
+    "THEN 0.0 END)"
+)
 
 PROJECT_SQL: tuple[str, ...] = (
     *_DELETIONS,
@@ -315,7 +333,9 @@ PROJECT_SQL: tuple[str, ...] = (
         event_id, TRY_CAST(r->>'cut' AS BIGINT), r->>'emergency', r->'error_codes',
         coalesce(r->>'origin', 'compactlens'), r->>'harness',
         coalesce(TRY_CAST(r->>'summary_encrypted' AS BOOLEAN), false),
-        coalesce(r->>'tokens_before_source', 'estimated')
+        coalesce(r->>'tokens_before_source', 'estimated'),
+        coalesce(TRY_CAST(r->>'estimator_slope' AS DOUBLE), {_LEGACY_SLOPE}),
+        coalesce(TRY_CAST(r->>'estimator_overhead' AS DOUBLE), {_LEGACY_OVERHEAD})
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded'
             QUALIFY row_number() OVER (PARTITION BY r->>'id' ORDER BY {FIRST}) = 1) c
       WHERE NOT EXISTS (

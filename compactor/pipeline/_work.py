@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from compactor.messages import Message
 from compactor.pipeline._outcome import CompactionOutcome
@@ -25,6 +25,7 @@ from compactor.records import (
     compression_ratio,
 )
 from compactor.summaries.anchors import Anchor
+from compactor.tokens import TokenEstimator, linear_params
 
 Trigger = Literal["auto", "manual"]
 
@@ -86,7 +87,7 @@ class RecordContext:
 
     session_id: str
     context_window: int
-    estimator: str
+    estimator: TokenEstimator
     config_hash: str
 
 
@@ -138,7 +139,7 @@ def finish_outcome(
         cut=work.cut if effective else 0,
         emergency=work.emergency if effective else None,
         summarizer=work.stats,
-        estimator=ctx.estimator,
+        **estimator_fields(ctx.estimator),
         config_hash=ctx.config_hash,
     )
     return CompactionOutcome(
@@ -161,8 +162,14 @@ def preserved_verbatim(
     )
 
 
+def estimator_fields(estimator: TokenEstimator) -> dict[str, Any]:
+    """The record's estimator fields: its name, and its slope and overhead when linear."""
+    slope, overhead = linear_params(estimator) or (None, None)
+    return {"estimator": estimator.name, "estimator_slope": slope, "estimator_overhead": overhead}
+
+
 def untouched_record(
-    session_id: str, tokens: int, n_msgs: int, context_window: int, estimator: str
+    session_id: str, tokens: int, n_msgs: int, context_window: int, estimator: TokenEstimator
 ) -> CompactionRecord:
     """The record of a turn that decided tier NONE: nothing compacted, nothing changed."""
     return CompactionRecord(
@@ -175,5 +182,5 @@ def untouched_record(
         effective=False,
         compression_ratio=compression_ratio(tokens, tokens),
         context_window=context_window,
-        estimator=estimator,
+        **estimator_fields(estimator),
     )

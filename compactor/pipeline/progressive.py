@@ -437,7 +437,7 @@ class ProgressiveCompactor:
         ctx = RecordContext(
             session_id=self.session_id,
             context_window=self.context_window,
-            estimator=self.estimator.name,
+            estimator=self.estimator,
             config_hash=self.config.config_hash(),
         )
         tail = split_head_tail(work.view, self.config.min_tail_messages).tail_len

@@ -6,6 +6,7 @@ from __future__ import annotations
 from compactor import (
     Anchor,
     AnchorType,
+    ByteEstimator,
     CompactionSession,
     CompactionTier,
     Message,
@@ -41,7 +42,9 @@ def test_a_no_op_record_carries_no_anchors_and_claims_no_change() -> None:
     work.anchors = [Anchor(type=t, content=f"about {t.value}") for t in AnchorType]
     work.fail("summary_not_smaller", "LLM summary failed in TierFull: no reduction")
     work.fail("emergency_truncation", "emergency fallback: forced truncation")
-    ctx = RecordContext(session_id="s", context_window=4_000, estimator="bytes/4", config_hash="")
+    ctx = RecordContext(
+        session_id="s", context_window=4_000, estimator=ByteEstimator(), config_hash=""
+    )
 
     record = finish_outcome(work, ctx, 1_000, 6, effective=True).record
 

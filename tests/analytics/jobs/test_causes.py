@@ -27,7 +27,8 @@ class Case:
     turns: list[tuple[int, int, int]]
     messages: list[tuple[str, int, str | None]]
     trigger: str = "auto"
-    estimator: str = "bytes/4"
+    estimator: tuple[float, float] = (1.0, 0.0)
+    """The record's estimator: its slope and overhead (``bytes / 4 * slope + overhead``)."""
     error_codes: list[str] = field(default_factory=list)
     system_bytes: int | None = None
     history_missing: int | None = None
@@ -38,6 +39,13 @@ class Case:
     """(seq, tier, tokens_before, tokens_after) of effective compactions before it"""
 
 
+def _estimator(case: Case) -> dict[str, Any]:
+    """The record's estimator columns as the store has them."""
+    slope, overhead = case.estimator
+    name = f"bytes/4*{slope:.3f}+{overhead:.0f}"
+    return {"estimator": name, "estimator_slope": slope, "estimator_overhead": overhead}
+
+
 def _frames(cases: list[Case]) -> dict[str, pl.DataFrame]:
     compactions: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
@@ -46,14 +54,14 @@ def _frames(cases: list[Case]) -> dict[str, pl.DataFrame]:
     for c in cases:
         compactions.append(
             {"id": f"{c.sid}-e", "session_id": c.sid, "seq": 10, "tier": 4, "effective": True,
-             "trigger": c.trigger, "estimator": c.estimator, "error_codes": c.error_codes,
+             "trigger": c.trigger, **_estimator(c), "error_codes": c.error_codes,
              "tokens_before": c.turns[-1][1], "tokens_after": 400, "context_window": WINDOW,
              "n_dropped": 1, "dropped_bytes": 400}
         )  # fmt: skip
         for seq, tier, before, after in c.earlier:
             compactions.append(
                 {"id": f"{c.sid}-{seq}", "session_id": c.sid, "seq": seq, "tier": tier,
-                 "effective": True, "trigger": "auto", "estimator": c.estimator,
+                 "effective": True, "trigger": "auto", **_estimator(c),
                  "error_codes": [], "tokens_before": before, "tokens_after": after,
                  "context_window": WINDOW, "n_dropped": 0, "dropped_bytes": 0}
             )  # fmt: skip
@@ -139,7 +147,7 @@ def test_prompts_the_provider_counted_over_the_threshold_are_a_fixed_prompt() ->
     # the transcript holds 40 bytes; the harness sent 960 and 980 tokens (hidden system,
     # tools), which the calibrated estimator learned as a 950-token overhead
     case = Case("r", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
-    case.estimator = "bytes/4*1.000+950"
+    case.estimator = (1.0, 950.0)
     case.usage = [(2, 960, 10, 10, 1), (12, 980, 970, 20, 3)]
     found = _one(case)
     assert (found["cause"], found["fixed_tokens"]) == ("fixed_prompt", 960)  # 10 + 950
@@ -150,13 +158,13 @@ def test_prompts_the_provider_counted_over_the_threshold_are_a_fixed_prompt() ->
 def test_a_prompt_that_shrank_bounds_the_fixed_part_from_then_on() -> None:
     # the first prompt was 990 tokens, the second only 500 (the harness dropped a repo map)
     case = Case("k", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
-    case.estimator = "bytes/4*1.000+980"
+    case.estimator = (1.0, 980.0)
     case.usage = [(2, 990, 10, 10, 1), (12, 500, 970, 20, 3)]
     found = _one(case)
     assert found["fixed_tokens"] == 10 + (500 - 20)  # the task and the smaller hidden part
     assert found["cause"] != "fixed_prompt"
     early = Case("k2", [(1, 10, 1), (2, 970, 3)], [("user", 40, None)] * 3)
-    early.estimator = "bytes/4*1.000+980"
+    early.estimator = (1.0, 980.0)
     early.usage = [(2, 990, 10, 10, 1), (12, 500, 970, 20, 4)]  # after the emergency's turn
     found = _one(early)
     assert found["fixed_tokens"] == 990 and found["cause"] == "fixed_prompt"
@@ -176,7 +184,7 @@ def test_history_the_transcript_lacks_is_said_and_never_counted_as_fixed() -> No
     # the file starts mid-session: 920 tokens of history it does not hold were in every prompt
     # the provider counted (the smallest 940), and the estimator carried them as overhead
     case = Case("mid", [(1, 940, 1), (2, 970, 3)], [("user", 40, None)] * 3)
-    case.estimator, case.history_missing = "bytes/4*1.000+930", 920
+    case.estimator, case.history_missing = (1.0, 930.0), 920
     case.usage = [(2, 940, 10, 10, 1), (12, 960, 940, 20, 3)]
     found = _one(case)
     assert found["fixed_tokens"] == 940 - 920  # never more than the smallest report less it
@@ -212,7 +220,7 @@ def test_a_failed_summary_is_the_cause_with_its_code() -> None:
 def test_an_estimator_that_moved_up_past_the_threshold_is_an_undercount() -> None:
     # turn 1 estimated 200 (factor 1.0); the report doubled the factor: 960 at turn 2 was 480
     case = Case("u", [(1, 200, 1), (2, 960, 3)], [("user", 40, None)] * 3)
-    case.estimator, case.usage = "bytes/4*2.000+0", [(5, 400, 200, 200, 1)]
+    case.estimator, case.usage = (2.0, 0.0), [(5, 400, 200, 200, 1)]
     found = _one(case)
     assert found["cause"] == "undercount"
     assert found["estimator_factor"] == {"before": 1.0, "after": 2.0}

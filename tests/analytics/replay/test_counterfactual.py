@@ -17,7 +17,6 @@ from analytics.replay.changes import Change, catalogue
 from analytics.replay.counterfactual import (
     CounterfactualError,
     CounterfactualReport,
-    FixedEstimator,
     PrefixOutcome,
     Trial,
     counterfactuals,
@@ -209,18 +208,3 @@ def test_a_metadata_capture_session_is_refused() -> None:
     assert str(caught.value) == (
         "counterfactuals need content; this session was captured as metadata"
     )
-
-
-@pytest.mark.parametrize(
-    ("name", "bytes_", "tokens"),
-    [
-        ("bytes/4", 4000, 1000),
-        ("bytes/4*calibrated(1.500)", 4000, 1500),
-        ("bytes/4*0.900+15000", 4000, 15900),
-        ("something else", 4000, 1000),
-    ],
-)
-def test_the_sessions_estimate_is_frozen_from_its_record_name(
-    name: str, bytes_: int, tokens: int
-) -> None:
-    assert FixedEstimator.from_name(name).tokens_for_bytes(bytes_) == tokens
