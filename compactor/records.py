@@ -161,6 +161,10 @@ class CompactionRecord(BaseModel):
     """Where ``tokens_before`` comes from: ``estimated`` (our estimator over the view, always so
     for our own records) or ``harness`` (the harness's own figure, e.g. Claude Code's
     ``preTokens``, Codex's last ``token_count``)."""
+    tokens_after_source: Literal["estimated", "harness"] = "estimated"
+    """Where ``tokens_after`` comes from: ``estimated`` (our estimator over the view after) or
+    ``harness`` (Claude Code's ``postTokens``: the conversation it left, without its system
+    prompt and tools)."""
 
     @model_validator(mode="before")
     @classmethod

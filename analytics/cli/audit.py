@@ -37,7 +37,8 @@ def audit_table(found: dict[str, Any]) -> None:
         table.add_row(
             c["session_id"],
             f"{c['harness']} {c['trigger']}{secret}",
-            f"{before} -> {c['tokens_after']:,}",
+            f"{before} -> {c['tokens_after']:,}"
+            + ("" if c["tokens_after_source"] == "harness" else "~"),
             f"{len(c['artifacts']['lost'])} of "
             f"{len(c['artifacts']['lost']) + len(c['artifacts']['kept'])}: "
             f"{_list(c['artifacts']['lost'])}",

@@ -29,6 +29,9 @@ class Boundary:
     pre_tokens: int | None
     """``compactMetadata.preTokens``: Claude Code's own count of the context it compacted."""
     timestamp: str | None
+    post_tokens: int | None = None
+    """``compactMetadata.postTokens`` (newer versions): its count of the conversation it left
+    (the summary and what it kept; its system prompt and tools are not in it)."""
 
 
 @dataclass

@@ -35,7 +35,8 @@ class Mark:
 
 def boundary_of(obj: dict[str, Any], lineno: int, uuid: str) -> tuple[Boundary | None, str]:
     """The boundary a ``compact_boundary`` line records (None for any other line), and a
-    problem to report ("" if none): an unreadable ``preTokens`` keeps the compaction."""
+    problem to report ("" if none): an unreadable ``preTokens`` or ``postTokens`` keeps the
+    compaction, its size estimated."""
     if obj.get("type") != "system" or obj.get("subtype") != "compact_boundary":
         return None, ""
     meta = obj.get("compactMetadata")
@@ -45,11 +46,16 @@ def boundary_of(obj: dict[str, Any], lineno: int, uuid: str) -> tuple[Boundary |
         pre_tokens = opt_int(meta, "preTokens", "compactMetadata")
     except RecordError as exc:
         pre_tokens, problem = None, f"{exc}; the compaction is kept, its size estimated"
+    try:
+        post_tokens = opt_int(meta, "postTokens", "compactMetadata")
+    except RecordError as exc:
+        post_tokens, problem = None, f"{exc}; the compaction is kept, its size after estimated"
     boundary = Boundary(
         uuid=uuid,
         lineno=lineno,
         trigger="manual" if meta.get("trigger") == "manual" else "auto",
         pre_tokens=pre_tokens,
+        post_tokens=post_tokens,
         timestamp=stamp if isinstance(stamp := obj.get("timestamp"), str) else None,
     )
     return boundary, problem
@@ -89,6 +95,7 @@ def compactions_of(messages: Sequence[Message], marks: Sequence[Mark]) -> list[N
             anchors=claude_code_anchors(summary),
             trigger=mark.boundary.trigger,
             harness_tokens=mark.boundary.pre_tokens,
+            harness_tokens_after=mark.boundary.post_tokens,
             hidden_tokens=hidden,
         )
         out.append(view.compacted(messages, mark.at, found))

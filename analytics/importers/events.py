@@ -181,6 +181,7 @@ def native_record(
         harness=compaction.harness,
         summary_encrypted=compaction.summary_encrypted,
         tokens_before_source=compaction.tokens_before_source,
+        tokens_after_source=compaction.tokens_after_source,
     )
 
 

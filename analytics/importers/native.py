@@ -71,7 +71,8 @@ class Found:
     """One compaction as a harness's transcript records it, before its figures are worked out.
 
     ``harness_tokens`` is the harness's own size of the context it compacted (None if it
-    recorded none); ``hidden_tokens`` what ``after`` holds that its messages do not show (the
+    recorded none), ``harness_tokens_after`` its own size of what it left (None: estimated);
+    ``hidden_tokens`` what ``after`` holds that its messages do not show (the
     estimated size of an encrypted summary, or of the part of a long one not kept:
     ``cut_summary``).
     """
@@ -86,6 +87,7 @@ class Found:
     anchors: list[Anchor]
     trigger: Literal["auto", "manual"] = "auto"
     harness_tokens: int | None = None
+    harness_tokens_after: int | None = None
     summary_encrypted: bool = False
     hidden_tokens: int = 0
     context_window: int = 0
@@ -94,6 +96,7 @@ class Found:
 def native_compaction(messages: Sequence[Message], at: int, found: Found) -> NativeCompaction:
     """The ``NativeCompaction`` at history length ``at``, with its token figures."""
     measured = found.harness_tokens  # None or 0: the harness recorded no figure
+    left = found.harness_tokens_after
     return NativeCompaction(
         harness=found.harness,
         native_id=found.native_id,
@@ -103,7 +106,8 @@ def native_compaction(messages: Sequence[Message], at: int, found: Found) -> Nat
         trigger=found.trigger,
         tokens_before=measured if measured else view_tokens(messages, found.before),
         tokens_before_source="harness" if measured else "estimated",
-        tokens_after=view_tokens(messages, found.after) + found.hidden_tokens,
+        tokens_after=left if left else view_tokens(messages, found.after) + found.hidden_tokens,
+        tokens_after_source="harness" if left else "estimated",
         summary_text=found.summary_text,
         summary_encrypted=found.summary_encrypted,
         before=found.before,

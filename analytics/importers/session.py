@@ -106,6 +106,7 @@ class NativeCompaction(BaseModel):
     trigger: Literal["auto", "manual"] = "auto"
     tokens_before: int = Field(ge=0)
     tokens_before_source: Literal["estimated", "harness"] = "estimated"
+    tokens_after_source: Literal["estimated", "harness"] = "estimated"
     tokens_after: int = Field(ge=0)
     summary_text: str | None
     summary_encrypted: bool = False

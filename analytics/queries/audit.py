@@ -112,6 +112,7 @@ def audit_json(store: EventStore, session: str | None = None) -> dict[str, Any]:
                 "tokens_before": record["tokens_before"],
                 "tokens_before_source": record["tokens_before_source"],
                 "tokens_after": record["tokens_after"],
+                "tokens_after_source": record["tokens_after_source"],
                 "summary_encrypted": bool(record["summary_encrypted"]),
                 "history_at": row["at"],
                 "artifacts": {"kept": kept.get(cid, []), "lost": lost.get(cid, [])},

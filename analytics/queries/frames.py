@@ -143,7 +143,7 @@ def compactions_frame(store: EventStore, sessions: Sequence[str] | None = None) 
               dropped_bytes, cut, emergency, summarizer_model, summarizer_input_tokens,
               summarizer_output_tokens, summarizer_latency_ms, estimator, estimator_slope,
               estimator_overhead, config_hash, origin, harness, summary_encrypted,
-              tokens_before_source
+              tokens_before_source, tokens_after_source
             FROM compactions {where} ORDER BY session_id, seq""",
         params,
     )

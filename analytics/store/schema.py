@@ -25,7 +25,8 @@ that read it (several hosts write one lake; their spool files may share names). 
 carry the turn they report on (``turns.turn``; before, the history length, now
 ``history_messages``); sessions carry ``history_missing_tokens``. 7: compactions carry their
 estimator as numbers (``estimator_slope``, ``estimator_overhead``), older records' read back from
-the estimator's name as they are projected."""
+the estimator's name as they are projected; and where ``tokens_after`` comes from
+(``tokens_after_source``: Claude Code's ``postTokens``, or estimated)."""
 DB_NAME = "compactlens.duckdb"
 
 

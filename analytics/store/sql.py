@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS compactions (
     summarizer_latency_ms DOUBLE, estimator VARCHAR, config_hash VARCHAR, event_id VARCHAR,
     cut BIGINT, emergency VARCHAR, error_codes JSON, origin VARCHAR, harness VARCHAR,
     summary_encrypted BOOLEAN, tokens_before_source VARCHAR, estimator_slope DOUBLE,
-    estimator_overhead DOUBLE);
+    estimator_overhead DOUBLE, tokens_after_source VARCHAR);
 CREATE TABLE IF NOT EXISTS compaction_views (
     compaction_id VARCHAR, session_id VARCHAR, side VARCHAR, position BIGINT,
     history_index BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT, status VARCHAR);
@@ -335,7 +335,8 @@ PROJECT_SQL: tuple[str, ...] = (
         coalesce(TRY_CAST(r->>'summary_encrypted' AS BOOLEAN), false),
         coalesce(r->>'tokens_before_source', 'estimated'),
         coalesce(TRY_CAST(r->>'estimator_slope' AS DOUBLE), {_LEGACY_SLOPE}),
-        coalesce(TRY_CAST(r->>'estimator_overhead' AS DOUBLE), {_LEGACY_OVERHEAD})
+        coalesce(TRY_CAST(r->>'estimator_overhead' AS DOUBLE), {_LEGACY_OVERHEAD}),
+        coalesce(r->>'tokens_after_source', 'estimated')
       FROM (SELECT *, payload->'record' AS r FROM batch WHERE type = 'compaction_recorded'
             QUALIFY row_number() OVER (PARTITION BY r->>'id' ORDER BY {FIRST}) = 1) c
       WHERE NOT EXISTS (

@@ -31,6 +31,9 @@ SOURCES = {
     "harness": "the harness's own count",
     "estimated": "estimated (the harness recorded none)",
 }
+AFTER_SOURCES = SOURCES | {
+    "harness": "the harness's own count of the conversation (its system prompt and tools not in it)"
+}
 
 
 def label(number: int, entry: dict[str, Any]) -> str:
@@ -78,7 +81,8 @@ def _entry(sid: str, number: int, entry: dict[str, Any]) -> None:
         f"artifacts kept {len(artifacts['kept']):,} of "
         f"{len(artifacts['kept']) + len(artifacts['lost']):,} · user messages kept verbatim "
         f"{users['kept']:,} of {users['kept'] + users['lost']:,} · tokens before: "
-        f"{SOURCES.get(str(entry['tokens_before_source']), SOURCES['harness'])}{encrypted}"
+        f"{SOURCES.get(str(entry['tokens_before_source']), SOURCES['harness'])} · tokens after: "
+        f"{AFTER_SOURCES.get(str(entry['tokens_after_source']), SOURCES['estimated'])}{encrypted}"
     )
     _listed("lost artifact", artifacts["lost"])
     _listed("file re-read after", entry["re_reads"])
