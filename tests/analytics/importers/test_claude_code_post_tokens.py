@@ -24,7 +24,9 @@ def _written(path: Path, post_tokens: object) -> dict[str, Any]:
     """A Claude Code session with one compaction whose boundary says ``postTokens`` (left out
     when None); the file's compact summary line, as written."""
     write_claude_code(path, "s1", "claude-x", bad_line=False)
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows: list[dict[str, Any]] = [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+    ]
     for row in rows:
         if row.get("subtype") == "compact_boundary" and post_tokens is not None:
             row["compactMetadata"]["postTokens"] = post_tokens
