@@ -2,7 +2,9 @@
 
 ``tool_name`` of a tool result is the name of the call it answers (the latest earlier assistant
 call with its ``tool_call_id``), else its own ``name``; of an assistant message, its calls'
-names joined by ``", "``; otherwise null. Pure Polars over the store's ``messages`` frame.
+names joined by ``", "``; otherwise null. Pure Polars over the store's ``messages`` frame;
+a frame without call columns (no ``tool_call_ids``/``tool_names``, no ``tool_calls``) or without
+``tool_call_id`` has no calls or no results: its names come out null, never an error.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ def _calls(messages: pl.DataFrame) -> pl.DataFrame:
             .filter(pl.col("id").list.len() > 0)
             .explode("id", "name")
         )
+    if "tool_calls" not in messages.columns:
+        return pl.DataFrame(
+            schema={
+                "session_id": pl.String,
+                "call_idx": pl.Int64,
+                "id": pl.String,
+                "name": pl.String,
+            }
+        )
     return (
         messages.filter(pl.col("tool_calls").is_not_null())
         .select(
@@ -45,11 +56,12 @@ def tool_names(messages: pl.DataFrame, wanted: pl.DataFrame | None = None) -> pl
     every message, or only for the (session_id, idx) rows of ``wanted`` (calls are still looked
     up among all of ``messages``: a result's call comes before it)."""
     own = pl.col("name") if "name" in messages.columns else pl.lit(None)
+    answers = pl.col("tool_call_id") if "tool_call_id" in messages.columns else pl.lit(None)
     rows = messages.select(
         pl.col("session_id").cast(pl.String),
         pl.col("idx").cast(pl.Int64),
         own.cast(pl.String).alias("own"),
-        pl.col("tool_call_id").cast(pl.String),
+        answers.cast(pl.String).alias("tool_call_id"),
     )
     if wanted is not None:
         rows = rows.join(wanted.select("session_id", "idx").unique(), on=["session_id", "idx"])

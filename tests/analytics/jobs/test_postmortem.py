@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+import pytest
 
 from analytics.jobs.postmortem import postmortem_frames, postmortems
 from analytics.jobs.tools import tool_names
@@ -260,3 +261,29 @@ def test_tool_names_come_from_the_stored_id_and_name_lists_without_any_content()
     names = tool_names(messages).sort("idx")
 
     assert names.get_column("tool_name").to_list() == ["bash, read_file", "bash", "read_file"]
+
+
+@pytest.mark.parametrize("dropped", [("tool_calls",), ("tool_call_id",), ("tool_calls", "name")])
+def test_tool_names_of_a_frame_without_call_columns_are_null_not_an_error(
+    dropped: tuple[str, ...],
+) -> None:
+    # the module promises missing inputs are never an error: a hand-built frame may lack them
+    messages = pl.DataFrame(
+        {
+            "session_id": ["h", "h"],
+            "idx": [0, 1],
+            "tool_call_id": [None, "c1"],
+            "tool_calls": ['[{"id": "c1", "name": "ls", "arguments": "{}"}]', None],
+            "name": [None, "own"],
+        }
+    ).drop(*dropped)
+
+    names = tool_names(messages).sort("idx").get_column("tool_name").to_list()
+
+    calls_known = "tool_calls" in messages.columns
+    answers_known = "tool_call_id" in messages.columns
+    own = "own" if "name" in messages.columns else None
+    assert names == [
+        "ls" if calls_known else None,
+        ("ls" if calls_known else own) if answers_known else None,
+    ]
