@@ -82,6 +82,9 @@ class _Rollout:
     last_prompt: int | None = None
     """The prompt size of the last call that reported one: Codex's size of its context."""
     context_window: int = 0
+    measuring_after: bool = False
+    """A compaction was just read: the next ``token_count`` with a zero prompt is Codex's own
+    size of the context it left (its ``total_tokens``)."""
 
     def close(self) -> None:
         """End the open response: it becomes one assistant message (if it said anything)."""
@@ -151,6 +154,7 @@ def _item(rollout: _Rollout, obj: dict[str, Any], lineno: int) -> None:
             context_window=rollout.context_window,
         )
         rollout.compactions.append(rollout.view.compacted(rollout.messages, at, found))
+        rollout.measuring_after = True
     else:
         rollout.skipped[str(kind)] += 1
 
@@ -240,13 +244,18 @@ def _count_call(rollout: _Rollout, info: dict[str, Any], figures: Figures) -> No
     window = figures.count(info, "model_context_window", "payload.info")
     rollout.context_window = window or rollout.context_window
     total = info.get("total_token_usage")
+    last = as_dict(info.get("last_token_usage"), "payload.info.last_token_usage")
+    if last.get("input_tokens") == 0:  # a reset after a compaction: no call (the total repeats)
+        _measured_after(rollout, figures.count(last, "total_tokens"))
+        rollout.last_total = total
+        return
     if total == rollout.last_total:
         return  # Codex repeats the last call's count at each turn boundary
     rollout.last_total = total
-    last = as_dict(info.get("last_token_usage"), "payload.info.last_token_usage")
     prompt = figures.count(last, "input_tokens")
     if not prompt and not figures.failed("input_tokens"):
-        return  # a reset (0) after a compaction: no call
+        return
+    rollout.measuring_after = False
     rollout.last_prompt = prompt
     usage = TurnUsage(
         message_index=0,
@@ -259,6 +268,18 @@ def _count_call(rollout: _Rollout, info: dict[str, Any], figures: Figures) -> No
         response.usage = usage
     else:
         rollout.pending = usage
+
+
+def _measured_after(rollout: _Rollout, total: int | None) -> None:
+    """Codex's size of the context its last compaction left (the count it writes right after,
+    with no call: a zero prompt and the new context's ``total_tokens``), as that compaction's
+    ``tokens_after`` from the harness."""
+    if not rollout.measuring_after or not total or not rollout.compactions:
+        return
+    rollout.measuring_after = False
+    last = rollout.compactions[-1]
+    update = {"tokens_after": total, "tokens_after_source": "harness"}
+    rollout.compactions[-1] = last.model_copy(update=update)
 
 
 def _session(rollout: _Rollout) -> ImportedSession:
