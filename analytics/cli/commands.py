@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,8 +28,8 @@ from pydantic import ValidationError
 from analytics.cli.ingesting import IngestReport, run_ingest, run_rebuild, run_watch
 from analytics.cli.inputs import FormatChoice, input_files, iter_file
 from analytics.importers import ImportedSession, ImportIssue
-from analytics.importers.events import RecordEvents, session_events
-from analytics.importers.identity import Catalog, Placement, fingerprint
+from analytics.importers.events import RecordEvents, amended, events_digest, session_events
+from analytics.importers.identity import Catalog, Placement, Tail, fingerprint
 from analytics.replay.driver import ReplayResult, replay_config_hash, replay_session
 from analytics.store import DB_NAME, EventStore, StoreLockedError, open_store
 from analytics.store.projector import IngestResult, Progress, Projector
@@ -39,7 +40,7 @@ from compactor import (
     ProgressiveCompactor,
     SpoolSink,
 )
-from compactor.events import Capture
+from compactor.events import Capture, Event
 
 PathArg = str | os.PathLike[str]
 __all__ = [
@@ -68,6 +69,8 @@ class RunReport:
     sessions: int = 0
     skipped: int = 0
     resumed: int = 0
+    extended: int = 0
+    """Sessions of a followed transcript that grew: only their new events were written."""
     replaced: list[tuple[str, str]] = field(default_factory=list)
     """(old session id, new session id) for each session whose source changed."""
     retired: list[tuple[str, str]] = field(default_factory=list)
@@ -137,6 +140,8 @@ class _Run:
     force: bool = False
     placed: dict[str, str] = field(default_factory=dict)
     """Imported session id -> the session id it was stored under in this run."""
+    tails: dict[str, Tail] | None = None
+    """A follower's tails by identity: a grown session is extended, not stored again."""
 
     def finish(self, on_ingest: Progress | None) -> None:
         self.sink.close()
@@ -218,9 +223,15 @@ def run_import(
     capture: Capture = "full",
     on_file: FileProgress | None = None,
     on_ingest: Progress | None = None,
+    tails: dict[str, Tail] | None = None,
 ) -> RunReport:
-    """Import transcripts and record files as events, then project them if this process can."""
+    """Import transcripts and record files as events, then project them if this process can.
+
+    ``tails`` (a follower's, kept between its passes and updated here): a session that only
+    grew since the tail was taken gets its new events appended to its live version, so a
+    transcript followed as it is written costs the spool its size once, not once per pass."""
     with _open_run(home, on_ingest) as run:
+        run.tails = tails
         report = run.report
         files = input_files(paths, report.issues)
         records = RecordEvents(capture, run.catalog.stored_records)
@@ -247,6 +258,8 @@ def _import_session(run: _Run, imported: ImportedSession, capture: Capture, file
     if parent is not None and parent in run.placed:
         imported = imported.model_copy(update={"parent_session_id": run.placed[parent]})
     print_ = fingerprint(_content(imported), capture)
+    if _extended(run, imported, capture, file, print_):
+        return
     placement = run.place(
         imported.session_id,
         print_,
@@ -258,11 +271,78 @@ def _import_session(run: _Run, imported: ImportedSession, capture: Capture, file
     sid = run.catalog.current(imported.session_id)
     run.placed[imported.session_id] = sid.session_id if sid else imported.session_id
     if placement is None:
+        if run.tails is not None and sid is not None and imported.session_id not in run.tails:
+            events = _version_events(imported, capture, file, print_, sid.session_id)
+            _keep_tail(run, imported.session_id, sid.session_id, events)
         return
     run.report.harness_compactions += len(imported.compactions)
-    extra = _version_metadata(imported.session_id, print_, "import", file)
-    for event in session_events(imported, capture, session_id=placement.session_id, extra=extra):
+    events = _version_events(imported, capture, file, print_, placement.session_id)
+    for event in events:
         run.sink.emit(event)
+    _keep_tail(run, imported.session_id, placement.session_id, events)
+
+
+def _keep_tail(
+    run: _Run, identity: str, session_id: str, events: list[Event], revision: int = 0
+) -> None:
+    """Note, for a follower, that ``events`` are what the live version holds (its last
+    message, if an event ends it, stored at ``revision``)."""
+    if run.tails is None:
+        return
+    settled = len(events) - (bool(events) and events[-1].type == "message_appended")
+    run.tails[identity] = Tail(
+        session_id,
+        len(events),
+        settled,
+        events_digest(events[:settled]),
+        events_digest(events[settled:]),
+        revision,
+    )
+
+
+def _version_events(
+    imported: ImportedSession, capture: Capture, file: Path, print_: str, session_id: str
+) -> list[Event]:
+    """Every event of a version of ``imported`` stored under ``session_id``."""
+    extra = _version_metadata(imported.session_id, print_, "import", file)
+    return list(session_events(imported, capture, session_id=session_id, extra=extra))
+
+
+def _extended(
+    run: _Run, imported: ImportedSession, capture: Capture, file: Path, print_: str
+) -> bool:
+    """Append to the live version what a grown transcript added, when the run has a tail of
+    it and the version's settled events are still what the tail says (else False: place it).
+    A last message that grew is appended again, whole, as a new revision of itself."""
+    identity = imported.session_id
+    tail = (run.tails or {}).get(identity)
+    cur = run.catalog.current(identity)
+    if tail is None or cur is None or cur.session_id != tail.session_id or run.force:
+        return False
+    events = _version_events(imported, capture, file, print_, cur.session_id)
+    if len(events) < tail.events or events_digest(events[: tail.settled]) != tail.digest:
+        return False
+    was_open = events[tail.settled : tail.events]
+    revision = tail.revision
+    added = events[tail.events :]
+    if events_digest(was_open) != tail.open_digest:
+        if len(was_open) != 1 or was_open[0].type != "message_appended":
+            return False
+        revision = max(tail.revision + 1, time.time_ns())  # newer than any earlier amendment
+        added = [amended(was_open[0], revision), *added]
+    run.placed[identity] = cur.session_id
+    cur.fingerprint, cur.messages = print_, len(imported.messages)
+    _keep_tail(run, identity, cur.session_id, events, revision if not events[tail.events :] else 0)
+    if not added:
+        run.report.skipped += 1
+        return True
+    for event in added:
+        run.sink.emit(event)
+    run.report.extended += 1
+    run.report.sessions += 1
+    run.report.messages += sum(e.type == "message_appended" for e in added)
+    run.report.harness_compactions += sum(e.type == "compaction_recorded" for e in added)
+    return True
 
 
 def _version_metadata(identity: str, print_: str, family: str, file: Path) -> dict[str, object]:

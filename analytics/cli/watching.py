@@ -4,8 +4,10 @@ Every ``--interval`` seconds the watcher looks at the JSONL files under the fold
 (``~/.claude/projects`` and ``~/.codex/sessions`` by default) and at the payloads hooks recorded
 (``analytics.importers.harness_hooks``). A file that changed and ends with a complete line
 (``analytics.importers.following``) is imported again through ``run_import``, the code of
-``compactlens import``: its new content becomes a new version of the session, superseding the
-one before, so the store always holds each live session once, as its file now reads. A hook's
+``compactlens import``, with the watcher's tails (``FollowState.tails``): what a session added
+is appended to its live version (a last message that grew, as a new revision of itself); when
+anything earlier changed, the content becomes a new version superseding the one before. Either
+way the store holds each live session once, as its file now reads. A hook's
 ``PostCompact`` names a transcript: it is followed from then on, wherever it lies.
 
 The watcher owns the store when nobody else does (``analytics.cli.ownership``): it projects
@@ -99,6 +101,7 @@ class _Counts:
     messages: int = 0
     harness_compactions: int = 0
     replaced: int = 0
+    extended: int = 0
     issues: int = 0
 
     @classmethod
@@ -109,6 +112,7 @@ class _Counts:
             report.messages,
             report.harness_compactions,
             len(report.replaced),
+            report.extended,
             len(report.issues),
         )
 
@@ -222,7 +226,9 @@ class Watcher:
             before[0] = now
 
         with self.hold.set_aside():
-            report = run_import(paths, self.home, capture=self.capture, on_file=on_file)
+            report = run_import(
+                paths, self.home, capture=self.capture, on_file=on_file, tails=self.state.tails
+            )
         self.imports += 1
         for change, counts, _issues in lines:
             self.state.files[str(change.path)] = change.mark
@@ -243,6 +249,7 @@ class Watcher:
             print_error(f"{report.spool_error}; the file is imported again next pass")
             for change in ready:
                 self.state.files.pop(str(change.path), None)
+            self.state.tails.clear()  # what was written is unknown: the next pass places anew
 
     def _said_live(self, path: Path) -> None:
         """The live figures of the file's sessions, and the audit of each new compaction."""
@@ -278,6 +285,8 @@ class Watcher:
             return
         if counts.sessions:
             what = f"{counts.sessions} session{'s' * (counts.sessions != 1)} stored"
+            if counts.extended:
+                what += f" ({counts.extended} extended: only what was added)"
             if counts.replaced:
                 what += f" ({counts.replaced} superseding the version before)"
             what += f", {counts.messages:,} message{'s' * (counts.messages != 1)}"

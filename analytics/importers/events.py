@@ -18,8 +18,10 @@ with the old version's. Nothing here reads files or owns a store.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -56,6 +58,35 @@ def derived_event_id(*parts: str | int) -> str:
 
 def _with_id(event: Event, *parts: str | int) -> Event:
     return event.model_copy(update={"event_id": derived_event_id(*parts)})
+
+
+_WHOLE_FILE_KEYS = frozenset({"content_sha256", "source_sha256"})
+"""``session_started`` metadata that hashes the whole file: it changes whenever the file grows,
+so an extension's digest leaves it out."""
+
+
+def events_digest(events: Iterable[Event], start: str = "") -> str:
+    """A running sha256 of what ``events`` say, continuing from ``start``: each event's seq,
+    type and payload (not its id or time, nor the whole-file hashes a ``session_started``
+    carries). Two imports of a growing transcript whose first events have the same digest
+    stored the same prefix: the second only adds the events after it."""
+    digest = start
+    for event in events:
+        payload = event.payload.model_dump(mode="json")
+        if isinstance(payload.get("metadata"), dict):
+            meta = payload["metadata"]
+            payload["metadata"] = {k: v for k, v in meta.items() if k not in _WHOLE_FILE_KEYS}
+        text = json.dumps([digest, event.seq, event.type, payload], sort_keys=True, default=str)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return digest
+
+
+def amended(event: Event, revision: int) -> Event:
+    """``event`` (a ``message_appended``) again as ``revision`` of its message: same seq and
+    index, its own id, so the store keeps it over the earlier revisions."""
+    payload = event.payload.model_copy(update={"revision": revision})
+    eid = derived_event_id("amended", event.session_id, event.seq, revision)
+    return event.model_copy(update={"payload": payload, "event_id": eid})
 
 
 def session_started(

@@ -2,10 +2,11 @@
 
 ``compactlens watch`` re-imports a transcript whenever it changed and its last line is complete
 (it ends with a newline: a line still being written waits for its end); the import itself,
-through the same code as ``compactlens import``, stores the new content as a new version that
-supersedes the old one. This module only decides *when*: ``scan`` lists the JSONL files under the
-followed folders (new ones included), ``pending`` compares each with the ``Mark`` kept when it
-was last imported (size, modification time, inode, and the sha256 of its last complete line,
+through the same code as ``compactlens import``, appends what the file added to the session's
+live version (``identity.Tail``, kept here between passes) or stores a changed file as a new
+version that supersedes the old one. This module only decides *when*: ``scan`` lists the JSONL
+files under the followed folders (new ones included), ``pending`` compares each with the
+``Mark`` kept when it was last imported (size, modification time, inode, and the sha256 of its last complete line,
 so that a file rewritten or cut short is told from one that only grew), and ``FollowState``
 keeps the marks (and how far each hook file was read) in ``<home>/live/watch.json``, so a
 restarted watcher imports only what changed while it was away. Nothing here imports a
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from analytics.importers.harness_hooks import Position
+from analytics.importers.identity import Tail
 
 STATE_FILE = ("live", "watch.json")
 STATE_VERSION = 1
@@ -67,6 +69,9 @@ class FollowState:
     files: dict[str, Mark] = field(default_factory=dict)
     hooks: dict[str, Position] = field(default_factory=dict)
     named: list[str] = field(default_factory=list)
+    tails: dict[str, Tail] = field(default_factory=dict)
+    """How far each followed session's live version is written (by identity): a file that
+    grew adds its new events to that version (a state from before tails starts without)."""
     _written: dict[Path, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -81,6 +86,7 @@ class FollowState:
                 files={k: Mark(**v) for k, v in data["files"].items()},
                 hooks={k: Position(**v) for k, v in data["hooks"].items()},
                 named=[str(p) for p in data["named"]],
+                tails={k: Tail(**v) for k, v in data.get("tails", {}).items()},
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls()
@@ -93,6 +99,7 @@ class FollowState:
             "files": {k: asdict(v) for k, v in sorted(self.files.items())},
             "hooks": {k: asdict(v) for k, v in sorted(self.hooks.items())},
             "named": self.named,
+            "tails": {k: asdict(v) for k, v in sorted(self.tails.items())},
         }
         text = json.dumps(data, indent=1) + "\n"
         path = state_path(home)

@@ -53,6 +53,25 @@ class StoredVersion:
 
 
 @dataclass(frozen=True)
+class Tail:
+    """How far a follower has written a live version of a growing transcript.
+
+    ``events`` were written under ``session_id``; the first ``settled`` of them can no longer
+    change and hash to ``digest`` (``events_digest``); the rest is the last message, which its
+    harness may still be writing (Claude Code writes an answer's blocks as separate lines),
+    hashing to ``open_digest`` and stored at ``revision``. The next import of the grown file
+    that starts with the settled events appends only what follows, and the open message again
+    (a new revision) if it grew: the file costs the spool its size once, not once per pass."""
+
+    session_id: str
+    events: int
+    settled: int
+    digest: str
+    open_digest: str
+    revision: int = 0
+
+
+@dataclass(frozen=True)
 class Placement:
     """What a session of this run becomes: its session id and why."""
 

@@ -18,7 +18,7 @@ from analytics.store.files import REBUILD
 from analytics.store.lake_sql import LAKE_BASE_DDL, LAKE_FIRST_ROWS, LAKE_PROJECTION_DDL
 from analytics.store.sql import BASE_DDL, PROJECTION_DDL
 
-STORE_SCHEMA_VERSION = 7
+STORE_SCHEMA_VERSION = 8
 """3: spool offsets carry a fingerprint, quarantined lines a key, deletions their own table.
 4: compactions carry their origin and harness. 5: a quarantined line's key includes the host
 that read it (several hosts write one lake; their spool files may share names). 6: usage rows
@@ -26,7 +26,8 @@ carry the turn they report on (``turns.turn``; before, the history length, now
 ``history_messages``); sessions carry ``history_missing_tokens``. 7: compactions carry their
 estimator as numbers (``estimator_slope``, ``estimator_overhead``), older records' read back from
 the estimator's name as they are projected; and where ``tokens_after`` comes from
-(``tokens_after_source``: Claude Code's ``postTokens``, or estimated)."""
+(``tokens_after_source``: Claude Code's ``postTokens``, or estimated). 8: messages carry their
+``revision`` (a followed transcript's last message amended as its harness wrote more of it)."""
 DB_NAME = "compactlens.duckdb"
 
 

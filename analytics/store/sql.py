@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS message_blobs (
 CREATE TABLE IF NOT EXISTS messages (
     session_id VARCHAR, idx BIGINT, sha256 VARCHAR, role VARCHAR, bytes BIGINT,
     tool_call_id VARCHAR, tool_call_ids JSON, tool_names JSON, tool_calls JSON,
-    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR);
+    is_error BOOLEAN, name VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ, event_id VARCHAR,
+    revision BIGINT);
 CREATE TABLE IF NOT EXISTS compactions (
     id VARCHAR PRIMARY KEY, session_id VARCHAR, seq BIGINT, occurred_at TIMESTAMPTZ,
     tier INTEGER, tier_name VARCHAR, tokens_before BIGINT, tokens_after BIGINT,
@@ -139,6 +140,7 @@ _MESSAGE = json.dumps(
         "is_error": "BOOLEAN",
         "name": "VARCHAR",
         "content": "VARCHAR",
+        "revision": "BIGINT",
     }
 )
 
@@ -263,13 +265,19 @@ _BLOBS = """CREATE OR REPLACE TEMP TABLE batch_blobs AS
 
 _MESSAGE_ROWS = f"""CREATE OR REPLACE TEMP TABLE batch_message_rows AS
   SELECT b.*, m.rowid AS stored_row, m.seq AS stored_seq, m.occurred_at AS stored_at,
-         m.event_id AS stored_event_id FROM (
-    SELECT * FROM batch_messages
-    QUALIFY row_number() OVER (PARTITION BY session_id, (p).index ORDER BY {FIRST}) = 1) b
+         m.event_id AS stored_event_id, coalesce(m.revision, 0) AS stored_revision FROM (
+    SELECT *, coalesce((p).revision, 0) AS revision FROM batch_messages
+    QUALIFY row_number() OVER (
+        PARTITION BY session_id, (p).index ORDER BY revision DESC, {FIRST}) = 1) b
   LEFT JOIN messages m ON m.session_id = b.session_id AND m.idx = (b.p).index"""
-"""One message per session and index: the first by ``FIRST``, against the stored one."""
+"""One message per session and index: the latest revision (a follower amends a transcript's
+last message that was still being written), then the first by ``FIRST``, against the stored
+one."""
 
-_BEATS_STORED = f"(stored_row IS NULL OR {FIRST} < (stored_seq, stored_at, stored_event_id))"
+_BEATS_STORED = (
+    "(stored_row IS NULL OR revision > stored_revision OR (revision = stored_revision "
+    f"AND {FIRST} < (stored_seq, stored_at, stored_event_id)))"
+)
 # Records written before they carried the estimator as numbers (store schema 6 and earlier)
 # name it only: ``bytes/4``, ``bytes/4*calibrated(F)`` or ``bytes/4*S+O``. Their slope and
 # overhead are read back from that name here, once, as the store projects them; nothing
@@ -312,7 +320,7 @@ PROJECT_SQL: tuple[str, ...] = (
     f"""INSERT INTO messages SELECT session_id, (p).index,
         CASE WHEN private THEN sha256(session_id || ':' || (p).sha256) ELSE (p).sha256 END,
         (p).role, (p).bytes, (p).tool_call_id, (p).tool_call_ids, (p).tool_names,
-        (p).tool_calls, (p).is_error, (p).name, seq, occurred_at, event_id
+        (p).tool_calls, (p).is_error, (p).name, seq, occurred_at, event_id, revision
       FROM batch_message_rows WHERE {_BEATS_STORED}""",
     "DROP TABLE batch_message_rows; DROP TABLE batch_messages",
     f"""INSERT OR REPLACE INTO compactions SELECT r->>'id', session_id, seq, occurred_at,

@@ -72,6 +72,11 @@ class MessageAppended(BaseModel):
     name: str | None = None
     content: str | None = None
     tool_calls: list[ToolCall] | None = None
+    revision: Int64 = Field(0, ge=0)
+    """0 as first appended. A transcript's last message can still grow while its harness
+    writes it (Claude Code writes an answer's blocks as separate lines): a follower that read it
+    early appends it again, whole, with the same index and seq and a larger revision, and the
+    store keeps the largest."""
 
 
 class ViewItem(BaseModel):
@@ -204,7 +209,7 @@ Payload = Annotated[
 ]
 SCHEMA_VERSIONS: dict[str, int] = {
     "session_started": 1,
-    "message_appended": 1,
+    "message_appended": 2,
     "compaction_recorded": 2,
     "tool_result_offloaded": 1,
     "usage_reported": 3,
@@ -383,9 +388,15 @@ def _usage_reported_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "history_messages": payload.get("turn"), "turn": None}
 
 
+def _message_appended_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 → v2: messages were never amended before revisions."""
+    return {**payload, "revision": 0}
+
+
 REDACTED = "[redacted]"
 """What metadata capture writes in place of anchor text."""
 
 UPCASTERS[("compaction_recorded", 1)] = _compaction_recorded_v1
+UPCASTERS[("message_appended", 1)] = _message_appended_v1
 UPCASTERS[("usage_reported", 1)] = _usage_reported_v1
 UPCASTERS[("usage_reported", 2)] = _usage_reported_v2
