@@ -59,6 +59,7 @@ from analytics.queries.frames import (
     views_frame,
 )
 from analytics.queries.ledger import ledger_frame
+from analytics.queries.live import LiveSession, live_sessions
 from analytics.queries.materialize import Job, job_table
 from analytics.queries.materialize import refresh as refresh_jobs
 from analytics.queries.quiet import quiet_frame
@@ -113,6 +114,7 @@ __all__ = [
     "EventStore",
     "IngestResult",
     "Job",
+    "LiveSession",
     "MissingExtraError",
     "PostmortemFrames",
     "Projector",
@@ -159,6 +161,7 @@ __all__ = [
     "lead_ups_figure",
     "ledger_frame",
     "lend_store",
+    "live_sessions",
     "load_runs",
     "load_summary",
     "memory_figure",

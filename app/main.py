@@ -25,6 +25,7 @@ PAGES = [
     st.Page("views/retention.py", title="Anchor retention", url_path="retention"),
     st.Page("views/emergencies.py", title="Emergencies", url_path="emergencies"),
     st.Page("views/harness.py", title="Harness compactions", url_path="harness"),
+    st.Page("views/live.py", title="Live sessions", url_path="live"),
     st.Page("views/tuning.py", title="Tuning lab", url_path="tuning"),
 ]
 REFRESH_S = 1.0  # how often the refresher compares the store's version with the page's

@@ -6,11 +6,11 @@ through the same code as ``compactlens import``, appends what the file added to 
 live version (``identity.Tail``, kept here between passes) or stores a changed file as a new
 version that supersedes the old one. This module only decides *when*: ``scan`` lists the JSONL
 files under the followed folders (new ones included), ``pending`` compares each with the
-``Mark`` kept when it was last imported (size, modification time, inode, and the sha256 of its last complete line,
-so that a file rewritten or cut short is told from one that only grew), and ``FollowState``
-keeps the marks (and how far each hook file was read) in ``<home>/live/watch.json``, so a
-restarted watcher imports only what changed while it was away. Nothing here imports a
-transcript or opens the store.
+``Mark`` kept when it was last imported (size, modification time, inode, and the sha256 of its
+last complete line, so that a file rewritten or cut short is told from one that only grew), and
+``FollowState`` keeps the marks (and how far each hook file was read) in
+``<home>/live/watch.json``, so a restarted watcher imports only what changed while it was away.
+Nothing here imports a transcript or opens the store.
 """
 
 from __future__ import annotations

@@ -20,7 +20,15 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from compactor.messages import ToolCall
 from compactor.records import CompactionRecord, Int64
@@ -76,7 +84,14 @@ class MessageAppended(BaseModel):
     """0 as first appended. A transcript's last message can still grow while its harness
     writes it (Claude Code writes an answer's blocks as separate lines): a follower that read it
     early appends it again, whole, with the same index and seq and a larger revision, and the
-    store keeps the largest."""
+    store keeps the largest. Written only when not 0: a message's line is as long as before."""
+
+    @model_serializer(mode="wrap")
+    def _without_revision_0(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("revision") == 0:
+            del data["revision"]
+        return data
 
 
 class ViewItem(BaseModel):

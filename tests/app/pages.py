@@ -24,7 +24,7 @@ PLURAL_NOUNS = (
     "changes|summaries|items"
 )
 ONE_PLURAL = re.compile(rf"(?<![\d,.])1 (?:{PLURAL_NOUNS})\b")
-FLEET_PAGES = ("overview", "sessions", "emergencies", "retention", "harness", "tuning")
+FLEET_PAGES = ("overview", "sessions", "emergencies", "retention", "harness", "live", "tuning")
 SESSION_PAGES = ("timeline", "emergencies", "offloads", "retention", "diff", "harness")
 
 
