@@ -11,6 +11,8 @@ from compactor.errors import (
     CompactorInUseError,
     OffloadError,
     RecordStoreError,
+    ResumeMismatchError,
+    SessionInUseError,
     SummarizerError,
 )
 from compactor.llm import AnthropicChatModel, OpenAIChatModel
@@ -106,6 +108,8 @@ __all__ = [
     "RecordStore",
     "RecordStoreError",
     "RecordedCompactor",
+    "ResumeMismatchError",
+    "SessionInUseError",
     "SpoolSink",
     "Summarizer",
     "SummarizerError",

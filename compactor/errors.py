@@ -43,3 +43,22 @@ class CompactorInUseError(CompactorError, ValueError):
         )
         self.serving = serving
         self.wanted = wanted
+
+
+class SessionInUseError(CompactorError, ValueError):
+    """A named ``CompactionSession`` was opened on a spool where another writer holds the same
+    session open (another process, or another open session object in this one): the two would
+    give the same ``seq``s to different events."""
+
+    def __init__(self, session_id: str, spool: str, holder: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is open in {holder} writing to {spool}: two writers of one "
+            "session give the same seqs to different events; close() the other one first (or "
+            "let it exit), or use another session_id"
+        )
+        self.session_id = session_id
+
+
+class ResumeMismatchError(CompactorError, ValueError):
+    """``resume=`` holds fewer messages than the event sink already recorded for the session:
+    new messages would take indices the store holds for other content."""

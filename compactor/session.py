@@ -15,11 +15,14 @@ are appended (the history keeps the placeholder; the file keeps the full text).
 
 from __future__ import annotations
 
+import logging
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from compactor.errors import ResumeMismatchError, SessionInUseError
 from compactor.events import (
     Capture,
     SessionDeleted,
@@ -41,7 +44,12 @@ from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
 from compactor.tokens import MAX_REPORTED_TOKENS, message_bytes, raw_tokens, token_count
 from compactor.writing._encoding import scrub
-from compactor.writing._recording import SessionRecorder, next_seq_of, recorded_messages
+from compactor.writing._recording import (
+    SessionRecorder,
+    claim_session,
+    next_seq_of,
+    recorded_messages,
+)
 from compactor.writing.sinks import EventSink
 
 
@@ -97,7 +105,17 @@ class CompactionSession:
         )
         self.noops_suppressed = 0
         self.usage_ignored = 0
+        self.resume_mismatches = 0
+        """1 when the resumed history's newest recorded message did not hash as recorded."""
         """Usage reports ignored because their counts were no token counts (``observe_usage``)."""
+        self._unclaim: Callable[[], None] = _nothing
+        if session_id:  # one writer per named session and spool, or seqs repeat
+            try:
+                release = claim_session(event_sink, self.session_id)
+            except SessionInUseError:
+                compactor.release(self)
+                raise
+            self._unclaim = weakref.finalize(self, release)
         if start_seq is None:  # only a named session can be a resumed one
             start_seq = (
                 next_seq_of(event_sink, self.session_id, compactor.faults) if session_id else 0
@@ -132,11 +150,33 @@ class CompactionSession:
         recorded = recorded_messages(sink, self.session_id, faults) if resume else None
         for msg in resume:
             self._add(msg)
+        if recorded is not None and recorded.messages > len(self.history):
+            self.compactor.release(self)
+            self._unclaim()
+            raise ResumeMismatchError(
+                f"session {self.session_id!r}: resume= holds {len(self.history)} messages but "
+                f"the event sink already recorded {recorded.messages}: the next messages would "
+                "take indices the store already holds for other content. Resume with the whole "
+                "history the session had (session.history, persisted after each append), or "
+                "start a new session_id"
+            )
         self._recorder.emit(started)
         if recorded is None:
             return
         key, capture = self._hash_key, self.capture
-        for index in range(recorded, len(self.history)):
+        newest = recorded.messages - 1
+        known = recorded.newest_sha256
+        if newest >= 0 and known is not None and sha256_of(self.history[newest], key) != known:
+            _LOG.warning(
+                "session %r resumed: its message %d does not hash to what the event sink "
+                "recorded for it: the history differs from the one recorded, or the "
+                "compactor's hash_secret changed (metadata capture: hashes before and after "
+                "this resume then join nothing); resume with the same history and secret",
+                self.session_id,
+                newest,
+            )
+            self.resume_mismatches += 1
+        for index in range(recorded.messages, len(self.history)):
             msg = self.history[index]
             self._recorder.emit(lambda i=index, m=msg: message_appended(i, m, capture, key=key))  # type: ignore[misc]
 
@@ -453,11 +493,21 @@ class CompactionSession:
         self._recorder.emit(lambda: SessionDeleted(reason="deleted by the user"))
         self._recorder.flush()
         self.compactor.release(self)
+        self._unclaim()
 
     def close(self) -> None:
-        """Flush the session's events and free its compactor for another session."""
+        """Flush the session's events, free its compactor for another session, and let
+        another writer open this session id on the spool."""
         self._recorder.flush()
         self.compactor.release(self)
+        self._unclaim()
+
+
+_LOG = logging.getLogger(__name__)
+
+
+def _nothing() -> None:
+    """What a session that holds no claim lets go of."""
 
 
 @dataclass(frozen=True)

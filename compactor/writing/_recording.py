@@ -16,7 +16,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -110,63 +110,109 @@ _MTIME_SLACK_S = 2.0
 file may still hold its newest events."""
 
 
-def recorded_messages(sink: EventSink | None, session_id: str, faults: FaultLog) -> int | None:
-    """How many of ``session_id``'s first messages ``sink`` durably holds (their
-    ``message_appended`` events): a resumed session writes the others again. None: the sink
-    cannot tell (then the resumed messages are taken as recorded, as before).
+def claim_session(sink: EventSink | None, session_id: str) -> Callable[[], None]:
+    """Hold ``session_id`` open on every sink of ``sink`` that can (``claim``; a
+    ``SpoolSink`` does), raising ``SessionInUseError`` when another writer holds it; returns
+    what lets it go again. A refusal by one sink lets go of what the others held."""
+    sinks = list(sink.sinks) if isinstance(sink, TeeSink) else [sink]
+    held: list[Callable[[], None]] = []
+    try:
+        for one in sinks:
+            if isinstance(one, TeeSink):
+                held.append(claim_session(one, session_id))
+                continue
+            claim: Any = getattr(one, "claim", None)
+            if callable(claim):
+                claim(session_id)
+                held.append(lambda s=one: s.release(session_id))  # type: ignore[misc]
+    except BaseException:
+        for release in held:
+            release()
+        raise
 
-    A sink may answer itself (``recorded_messages(session_id) -> int``). A ``SpoolSink`` is
-    read from the end of its files: a process writes a session's events in order, and a resumed
-    one writes what was lost before anything new, so the newest message found there has every
-    earlier one before it. If it is not found there, more is written again than was lost (the
-    store keeps one row per message index), never less.
+    def release_all() -> None:
+        for release in held:
+            release()
+
+    return release_all
+
+
+class Recorded(NamedTuple):
+    """What a sink durably holds of a session's messages: how many (the first ``messages``), and
+    the sha256 its newest one was recorded with (None: the sink cannot say)."""
+
+    messages: int
+    newest_sha256: str | None = None
+
+
+def recorded_messages(sink: EventSink | None, session_id: str, faults: FaultLog) -> Recorded | None:
+    """How many of ``session_id``'s first messages ``sink`` durably holds (their
+    ``message_appended`` events), and the hash of the newest: a resumed session writes the
+    others again, and checks that its history is the one recorded. None: the sink cannot tell
+    (then the resumed messages are taken as recorded, as before).
+
+    A sink may answer itself (``recorded_messages(session_id) -> int``, no hash). A
+    ``SpoolSink`` is read from the end of its files: a process writes a session's events in
+    order, and a resumed one writes what was lost before anything new, so the newest message
+    found there has every earlier one before it. If it is not found there, more is written again
+    than was lost (the store keeps one row per message index), never less.
     """
     try:
         return _recorded(sink, session_id)
     except Exception as exc:
         faults.report("resumed session's recorded messages unreadable", exc, then="rewriting all")
-        return 0
+        return Recorded(0)
 
 
-def _recorded(sink: EventSink | None, session_id: str) -> int | None:
+def _recorded(sink: EventSink | None, session_id: str) -> Recorded | None:
     own: Any = getattr(sink, "recorded_messages", None)
     if callable(own):
-        return int(own(session_id))
+        return Recorded(int(own(session_id)))
     if isinstance(sink, TeeSink):
-        counts = [_recorded(s, session_id) for s in sink.sinks]
-        known = [c for c in counts if c is not None]
-        return min(known) if known else None
+        known = [r for r in (_recorded(s, session_id) for s in sink.sinks) if r is not None]
+        return min(known, key=lambda r: (r.messages, r.newest_sha256 is None)) if known else None
     if isinstance(sink, MemorySink):
-        indices = [
-            e.payload.index
-            for e in sink.events
-            if e.session_id == session_id and isinstance(e.payload, MessageAppended)
-        ]
-        return max(indices, default=-1) + 1
+        newest: MessageAppended | None = None
+        for e in sink.events:
+            payload = e.payload
+            if e.session_id != session_id or not isinstance(payload, MessageAppended):
+                continue
+            if newest is None or payload.index >= newest.index:
+                newest = payload
+        return Recorded(0) if newest is None else Recorded(newest.index + 1, newest.sha256)
     if isinstance(sink, SpoolSink):
         sink.flush()  # what this process still buffers counts once it is written
-        return _newest_in_spool(sink, session_id) + 1
+        index, sha = _newest_in_spool(sink, session_id)
+        return Recorded(index + 1, sha)
     return None
 
 
-def _newest_in_spool(sink: SpoolSink, session_id: str) -> int:
-    """The newest message index of ``session_id`` at the end of the spool's files (-1: none).
-    Only files written since the session's index file was (less some slack) are read: the
-    index is written before the events it covers."""
+def _newest_in_spool(sink: SpoolSink, session_id: str) -> tuple[int, str | None]:
+    """The newest message index of ``session_id`` at the end of the spool's files (-1: none)
+    and the sha256 it was recorded with. Only files written since the session's index file was
+    (less some slack) are read: the index is written before the events it covers."""
     try:
         since: float | None = sink.index.path_for(session_id).stat().st_mtime - _MTIME_SLACK_S
     except OSError:
         since = None  # no index file: any file may hold the session
-    newest = -1
+    newest, line = -1, b""
     for path in sorted(sink.spool_dir.glob("*.jsonl")):
         try:
             tail = _tail(path, since)
         except OSError:
             continue  # unreadable: what it holds is written again
         for match in _MESSAGE_LINE.finditer(tail):
-            if json.loads(match[1]) == session_id:
-                newest = max(newest, int(match[2]))
-    return newest
+            if json.loads(match[1]) == session_id and int(match[2]) >= newest:
+                newest, line = int(match[2]), match[0]
+    return newest, _sha_of(line)
+
+
+def _sha_of(line: bytes) -> str | None:
+    try:
+        sha = json.loads(line)["payload"]["sha256"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return sha if isinstance(sha, str) else None
 
 
 def _tail(path: os.PathLike[str], since: float | None) -> bytes:

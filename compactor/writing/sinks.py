@@ -13,6 +13,7 @@ UTF-8 cannot hold (lone surrogates) is scrubbed on the way out, never raised on.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import logging
@@ -25,6 +26,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from compactor.errors import SessionInUseError
 from compactor.events import ENVELOPE_HEAD, Event, parse_event
 from compactor.writing._appending import append_whole
 from compactor.writing._encoding import utf8
@@ -136,6 +138,8 @@ class SpoolSink:
         self._unindexed: dict[str, int] = {}
         """Sessions whose newest seq the index does not hold yet."""
         self._scanned: dict[str, int] | None = None
+        self._claims: dict[str, int] = {}
+        """Sessions this sink holds open (``claim``): the descriptor of each one's lock file."""
         self._failing = False
         self._since_failure = 0
         self._index_warned = False
@@ -255,6 +259,61 @@ class SpoolSink:
 
     def close(self) -> None:
         self.flush()
+        for session_id in list(self._claims):
+            self.release(session_id)
+
+    def claim(self, session_id: str) -> None:
+        """Hold ``session_id`` open on this spool until ``release`` (or this process ends): a
+        second writer of it, in another process or through another claim in this one, is
+        refused with ``SessionInUseError``, since the two would reuse each other's seqs. The
+        lock is an ``flock`` on ``<spool>/.open/<session>`` (POSIX; elsewhere no guard). A
+        spool where the lock file cannot be made is still written: the claim guards, it never
+        stops an agent recording."""
+        if os.name != "posix":
+            return
+        import fcntl  # POSIX only: imported here so that the package imports on Windows
+
+        path = self.spool_dir / CLAIM_DIR / safe_name(session_id or "default")
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise SessionInUseError(session_id, str(self.spool_dir), holder) from None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with self._lock:
+            self._claims[session_id] = fd
+
+    def release(self, session_id: str) -> None:
+        """Let another writer open ``session_id`` (its claim's lock is dropped)."""
+        with self._lock:
+            fd = self._claims.pop(session_id, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+CLAIM_DIR = ".open"
+"""Beside the spool, one lock file per session a writer holds open (a dot-folder: readers of
+``<spool>/*.jsonl`` never see it)."""
+
+
+def _holder(fd: int) -> str:
+    """Who holds a claim, as its lock file says (the PID it wrote)."""
+    try:
+        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        pid = ""
+    if not pid.isdigit():
+        return "another writer"
+    return "this process" if int(pid) == os.getpid() else f"process {pid}"
 
 
 _CHUNK_BYTES = 1 << 20

@@ -20,9 +20,7 @@ import pytest
 
 from analytics.cli.commands import run_import
 from analytics.importers.following import state_path
-from analytics.store import EventStore, open_store
-from analytics.store.projector import Projector
-from compactor.events import EventFactory, MessageAppended
+from analytics.store import open_store
 from tests.cli import invoke_ok
 from tests.transcripts import NATIVE
 
@@ -204,28 +202,3 @@ def test_an_earlier_line_that_changed_makes_a_new_version(tmp_path: Path) -> Non
     _, expected = _one_shot(tmp_path, edited, identity)
     assert _stored(home, identity) == expected
     assert "superseding the version before" in out
-
-
-def _appended(sid: str, seq: int, content: str, revision: int) -> str:
-    payload = MessageAppended(
-        index=0, role="assistant", bytes=len(content), sha256=content, content=content
-    ).model_copy(update={"revision": revision})
-    event = EventFactory(sid, start_seq=seq).make(payload)
-    return event.model_copy(update={"event_id": f"{sid}-{revision}"}).to_json_line()
-
-
-@pytest.mark.parametrize("together", [True, False])
-def test_the_store_keeps_the_latest_revision_of_a_message_whatever_came_first(
-    tmp_path: Path, together: bool
-) -> None:
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    store = EventStore(tmp_path / "s.duckdb")
-    newer, older = _appended("s", 0, "whole answer", 7), _appended("s", 0, "half", 0)
-    with store:  # a message needs no session_started to be projected
-        files = [[newer, older]] if together else [[newer], [older]]
-        for n, lines in enumerate(files):
-            (spool / f"p{n}.jsonl").write_text("".join(x + "\n" for x in lines))
-            Projector(store, spool).ingest()
-        rows = store.query("SELECT bytes, revision FROM messages WHERE session_id = 's'").rows()
-    assert rows == [(len("whole answer"), 7)]
