@@ -350,12 +350,17 @@ class LakeStore(EventStore):
         """DuckLake's maintenance: snapshots older than ``keep_snapshots_s`` expired, then
         ``CHECKPOINT`` (inlined rows written out, adjacent small files merged), then the files
         no snapshot uses any more deleted once they have waited ``keep_snapshots_s``. Without
-        the expiry and the clean-up, every file a merge replaced would stay on disk for good."""
+        the expiry and the clean-up, every file a merge replaced would stay on disk for good.
+        Last, Parquet files the catalog never knew that are older than ``keep_snapshots_s``
+        (a write a disk turned read-only under, which could not even be deleted then) are
+        deleted; a younger one may be another host's write about to commit, and waits."""
         older = f"now() - INTERVAL {max(int(self.keep_snapshots_s), 0)} SECOND"
         steps = (
             f"SELECT count(*) FROM ducklake_expire_snapshots('{CATALOG}', older_than => {older})",
             f"CHECKPOINT {CATALOG}",
             f"SELECT count(*) FROM ducklake_cleanup_old_files('{CATALOG}', older_than => {older})",
+            f"SELECT count(*) FROM ducklake_delete_orphaned_files('{CATALOG}', "
+            f"older_than => {older})",
         )
         for attempt in range(COMPACTION_BUG_RETRIES + 1):
             try:
