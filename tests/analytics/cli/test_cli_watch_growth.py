@@ -95,14 +95,19 @@ def _split_message(lines: list[str]) -> int:
     return found[-1]
 
 
-def test_a_transcript_that_grows_in_twenty_passes_costs_the_spool_its_size_once(
-    tmp_path: Path,
-) -> None:
+def _followed(tmp_path: Path) -> tuple[list[str], str, Path, Path, Path]:
+    """The session's lines and id, the folder a watcher follows, its home, the live file."""
     lines = _lines()
     identity = _identity(lines)
     folder, home = tmp_path / "projects", tmp_path / "home"
     folder.mkdir()
-    live = folder / f"{identity}.jsonl"
+    return lines, identity, folder, home, folder / f"{identity}.jsonl"
+
+
+def test_a_transcript_that_grows_in_twenty_passes_costs_the_spool_its_size_once(
+    tmp_path: Path,
+) -> None:
+    lines, identity, folder, home, live = _followed(tmp_path)
     said = []
     for step in range(1, STEPS + 1):
         _write(live, lines[: max(1, round(len(lines) * step / STEPS))])
@@ -121,11 +126,8 @@ def test_a_transcript_that_grows_in_twenty_passes_costs_the_spool_its_size_once(
 def test_a_message_read_half_written_is_stored_whole_once_its_next_line_comes(
     tmp_path: Path,
 ) -> None:
-    lines = _lines()
-    identity, split = _identity(lines), _split_message(lines)
-    folder, home = tmp_path / "projects", tmp_path / "home"
-    folder.mkdir()
-    live = folder / f"{identity}.jsonl"
+    lines, identity, folder, home, live = _followed(tmp_path)
+    split = _split_message(lines)
     _write(live, lines[: split - 2])
     _watch(folder, home)
     _write(live, lines[:split])  # the assistant message's first lines only
@@ -152,11 +154,7 @@ def test_a_message_read_half_written_is_stored_whole_once_its_next_line_comes(
 def test_a_pass_whose_state_was_lost_in_a_crash_still_stores_each_message_once(
     tmp_path: Path,
 ) -> None:
-    lines = _lines()
-    identity = _identity(lines)
-    folder, home = tmp_path / "projects", tmp_path / "home"
-    folder.mkdir()
-    live = folder / f"{identity}.jsonl"
+    lines, identity, folder, home, live = _followed(tmp_path)
     third = len(lines) // 3
     _write(live, lines[:third])
     _watch(folder, home)
@@ -182,11 +180,7 @@ def test_a_pass_whose_state_was_lost_in_a_crash_still_stores_each_message_once(
 
 
 def test_an_earlier_line_that_changed_makes_a_new_version(tmp_path: Path) -> None:
-    lines = _lines()
-    identity = _identity(lines)
-    folder, home = tmp_path / "projects", tmp_path / "home"
-    folder.mkdir()
-    live = folder / f"{identity}.jsonl"
+    lines, identity, folder, home, live = _followed(tmp_path)
     half = len(lines) // 2
     _write(live, lines[:half])
     _watch(folder, home)
