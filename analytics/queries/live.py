@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -156,24 +157,40 @@ class LiveSession:
 
 
 _RECENT = """
-SELECT s.session_id, s.metadata, s.agent, max(e.occurred_at) AS last_at
+SELECT s.session_id, s.metadata, s.agent, max(e.occurred_at) AS last_at, max(e.seq) AS last_seq
 FROM sessions s JOIN events e USING (session_id)
 WHERE s.deleted_at IS NULL AND s.source = 'import'
   AND json_extract_string(s.metadata, '$.format') IN ('claude-code', 'codex')
 GROUP BY ALL ORDER BY last_at DESC, s.session_id LIMIT ?
 """
+_AUDITS: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
+"""``audit_json``'s compactions of a session, by store, session and its newest seq: a session
+is audited again only when it has new events (an audit takes about a second)."""
+_AUDITS_KEPT = 256
+
+
+def _audited(store: EventStore, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+    key = (str(store.path), session_id, last_seq)
+    if key in _AUDITS:
+        _AUDITS.move_to_end(key)
+        return _AUDITS[key]
+    found: list[dict[str, Any]] = audit_json(store, session_id)["compactions"]
+    _AUDITS[key] = found
+    while len(_AUDITS) > _AUDITS_KEPT:
+        _AUDITS.popitem(last=False)
+    return found
 
 
 def live_sessions(store: EventStore, limit: int = LIVE_SHOWN) -> list[LiveSession]:
     """The ``limit`` most recently imported live sessions of Claude Code and Codex
     transcripts, newest first."""
     out = []
-    for sid, meta, agent, at in store.query(_RECENT, [limit]).rows():
+    for sid, meta, agent, at, last_seq in store.query(_RECENT, [limit]).rows():
         source, identity = version_of(meta)
         if not isinstance(source, str) or not isinstance(identity, str):
             continue
         found = figures_at(Path(source)) or ()
         figures = next((f for f in found if f.session_id == identity), None)
-        audit = audit_json(store, str(sid))["compactions"]
+        audit = _audited(store, str(sid), int(last_seq))
         out.append(LiveSession(str(sid), identity, source, str(agent or ""), at, figures, audit))
     return out
