@@ -20,6 +20,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from compactor.errors import ResumeMismatchError, SessionInUseError
@@ -60,6 +61,9 @@ class CompactionSession:
     caller's ``compactor.state`` is this session's). A compactor that another open session uses
     under another id or capture is refused (``CompactorInUseError``): give each concurrent
     session ``compactor.for_session(session_id)``; ``close()`` frees a compactor for the next.
+    ``clock`` dates its events (default: now); a replay passes the transcript's times, so the
+    gaps between its turns (what decides whether the provider's prompt cache had expired) are
+    the original session's.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class CompactionSession:
         metadata: dict[str, Any] | None = None,
         start_seq: int | None = None,
         resume: Sequence[Message] = (),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         if resume and not session_id:
             raise ValueError(
@@ -120,7 +125,9 @@ class CompactionSession:
             start_seq = (
                 next_seq_of(event_sink, self.session_id, compactor.faults) if session_id else 0
             )
-        self._recorder = SessionRecorder(event_sink, self.session_id, start_seq, compactor.faults)
+        self._recorder = SessionRecorder(
+            event_sink, self.session_id, start_seq, compactor.faults, clock
+        )
         """A session resumed in a new process (same id) continues its ``seq``: from
         ``start_seq``, else from what the sink already holds for this id."""
         self._turn = 0

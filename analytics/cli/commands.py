@@ -418,7 +418,7 @@ def run_replay(
                     report.issues.append(_not_replayable(file))
                     break
                 if not calibrate:
-                    item = item.model_copy(update={"usage": []})
+                    item = item.uncalibrated()
                 _replay_one(run, item, compactor, capture, family, file)
                 sessions += 1
             if sessions:

@@ -138,8 +138,11 @@ class _Response:
     texts: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     usage: TurnUsage | None = None
+    at: str | None = None
+    """Its first line's timestamp: when the answer started, just after the call was made."""
 
     def add(self, line: Line) -> None:
+        self.at = self.at or line.timestamp
         self.texts.extend(line.texts)
         self.calls.extend(line.calls)
         if line.usage is not None and (
@@ -210,7 +213,8 @@ def _messages(chain: list[Line]) -> tuple[list[Message], list[TurnUsage], list[M
     for item in items:
         if isinstance(item, _Response):
             if item.usage is not None:
-                usage.append(item.usage.model_copy(update={"message_index": len(messages)}))
+                dated = {"message_index": len(messages), "at": parse_timestamp(item.at)}
+                usage.append(item.usage.model_copy(update=dated))
             messages.append(item.message())
         else:
             messages.append(item)

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,7 @@ def _item(rollout: _Rollout, obj: dict[str, Any], lineno: int) -> None:
         _response_item(rollout, payload)
     elif kind == "event_msg":
         if payload.get("type") == "token_count":
-            _token_count(rollout, payload, lineno)
+            _token_count(rollout, payload, lineno, parse_timestamp(obj.get("timestamp")))
     elif kind == "compacted":
         rollout.close()
         rollout.pending = None  # the compaction's own call is not a turn
@@ -225,20 +226,24 @@ def _exit_code(output: str) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
-def _token_count(rollout: _Rollout, payload: dict[str, Any], lineno: int) -> None:
+def _token_count(
+    rollout: _Rollout, payload: dict[str, Any], lineno: int, at: datetime | None
+) -> None:
     info = payload.get("info")
     if info is None:
         return  # rate limits only
     info = as_dict(info, "payload.info")
     figures = Figures("payload.info.last_token_usage")
     try:
-        _count_call(rollout, info, figures)
+        _count_call(rollout, info, figures, at)
     finally:
         if figures.problem:
             rollout.src.report(figures.problem, lineno)
 
 
-def _count_call(rollout: _Rollout, info: dict[str, Any], figures: Figures) -> None:
+def _count_call(
+    rollout: _Rollout, info: dict[str, Any], figures: Figures, at: datetime | None = None
+) -> None:
     """One ``token_count``'s call; a bad figure is None (``figures`` says which), and a call
     whose prompt is unreadable still counts, its size unknown."""
     window = figures.count(info, "model_context_window", "payload.info")
@@ -262,6 +267,7 @@ def _count_call(rollout: _Rollout, info: dict[str, Any], figures: Figures) -> No
         input_tokens=prompt,
         output_tokens=figures.count(last, "output_tokens"),
         cache_read_tokens=figures.count(last, "cached_input_tokens"),
+        at=at,  # the count is written as the call ends: as near its time as the rollout says
     )
     response = rollout.response
     if response is not None and response.usage is None:

@@ -78,6 +78,9 @@ class TurnUsage(BaseModel):
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_tokens: int | None = Field(default=None, ge=0)
     cache_write_tokens: int | None = Field(default=None, ge=0)
+    at: datetime | None = None
+    """When the call was made, as the transcript dates it (its answer's first line), if it
+    does: the gaps between calls say when the provider's prompt cache had expired."""
     prompt: Literal["history", "view"] = "history"
     """``history``: the prompt held the whole history up to this call. ``view``: the harness
     had compacted its context before this call, so the prompt was its compacted view, smaller
@@ -148,6 +151,36 @@ class ImportedSession(BaseModel):
     def turns(self) -> list[int]:
         """Indices of the assistant messages: each point where the agent called the model."""
         return [i for i, m in enumerate(self.messages) if m.role == "assistant"]
+
+    def call_times(self) -> dict[int, datetime]:
+        """The time of each assistant message's call, by message index, as a replay's clock
+        reads it: the transcript's date of that call, else the latest one before it (never going
+        back), else the first one; empty when the transcript dates no call. A replay's events
+        and the tuning lab's cache costs take the gaps between calls from here alike."""
+        dated = sorted((u.message_index, u.at) for u in self.usage if u.at is not None)
+        if not dated:
+            return {}
+        known = dict(dated)
+        latest = min(at for _, at in dated)
+        out: dict[int, datetime] = {}
+        for i in self.turns:
+            at = known.get(i)
+            if at is not None and at > latest:
+                latest = at
+            out[i] = latest
+        return out
+
+    def uncalibrated(self) -> ImportedSession:
+        """This session as an uncalibrated replay sees it: no usage figure (nothing calibrates
+        and nothing is recorded), only the dates of its calls (``call_times``: a replay's clock
+        and the tuning lab's cache costs still see the gaps)."""
+        dated = [TurnUsage(message_index=u.message_index, at=u.at) for u in self.usage if u.at]
+        return self.model_copy(update={"usage": dated})
+
+    @property
+    def has_usage(self) -> bool:
+        """Whether any call's prompt size is reported (what calibration needs)."""
+        return any(u.input_tokens is not None for u in self.usage)
 
     def usage_at(self, message_index: int) -> TurnUsage | None:
         """The provider-reported usage of the call that produced this message, if recorded."""

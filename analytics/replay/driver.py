@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from analytics.importers import ImportedSession
@@ -77,6 +78,17 @@ def replay_config_hash(compactor: ProgressiveCompactor, *, calibrate: bool = Tru
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8]
 
 
+class _TranscriptClock:
+    """A replay's clock: the transcript's time of the call being replayed
+    (``ImportedSession.call_times``), the first one until a call is reached."""
+
+    def __init__(self, at: datetime | None) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at if self.at is not None else datetime.now(UTC)
+
+
 def replay_session(
     imported: ImportedSession,
     compactor: ProgressiveCompactor,
@@ -108,14 +120,17 @@ def replay_session(
     )
     visible = Visible(imported) if missing else None
     estimator: OverheadCalibratedEstimator | None = None
-    if calibrate and imported.usage:
+    if calibrate and imported.has_usage:
         estimator = OverheadCalibratedEstimator()
         compactor = compactor.for_session(sid, estimator=estimator)
+    times = imported.call_times()
+    clock = _TranscriptClock(min(times.values(), default=None))
     session = CompactionSession(
         compactor,
         system,
         session_id=sid,
         event_sink=event_sink,
+        clock=clock if times else None,
         model=imported.model or "",
         agent=imported.agent or imported.format,
         parent_session_id=imported.parent_session_id,
@@ -131,6 +146,7 @@ def replay_session(
     result = ReplayResult(session_id=sid, format=imported.format)
     for i, msg in enumerate(msgs[1:] if system else msgs, start=1 if system else 0):
         if msg.role == "assistant":
+            clock.at = times.get(i, clock.at)  # the call this view was prepared for
             view, record = session.prepare()
             result.turns += 1
             result.max_view_tokens = max(result.max_view_tokens, compactor.tokens(view))

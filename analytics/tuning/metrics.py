@@ -28,13 +28,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from analytics.importers import ImportedSession
 from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
-from analytics.jobs.cache_model import CacheSplit, call_cost, split_cost, split_prompt
+from analytics.jobs.cache_model import (
+    CacheSplit,
+    call_cost,
+    split_cost,
+    split_prompt,
+    within_ttl,
+)
 from analytics.jobs.prices import PriceProfile, profile_for_model
 from analytics.jobs.retention import anchor_survival, retention_detail
 from analytics.tuning.strategies import StrategyResult, task_index, view_bytes
@@ -219,11 +226,17 @@ def cache_costs(result: StrategyResult, profile: PriceProfile) -> tuple[CacheSpl
     cost = 0.0
     cal, outputs = result.world.calibration, result.world.outputs
     previous: list[Message] = [result.system] if result.system is not None else []
+    before: datetime | None = None
     for k, turn in enumerate(result.turns):
         shared = _shared(previous, turn.view)
         # a first turn without a system message has nothing warm; later ones at least the
         # harness's hidden prompt, which leads every prompt (as the cost job has it)
         prefix = 0 if k == 0 and not shared else cal.tokens(view_bytes(turn.view[:shared]))
+        at = result.world.call_at.get(turn.index)
+        gap = (at - before).total_seconds() if at is not None and before is not None else None
+        if not within_ttl(profile, gap):  # the cache expired since the call before: all cold
+            prefix = 0
+        before = at
         split = split_prompt(profile, cal.tokens(view_bytes(turn.view)), prefix)
         answer = result.history[turn.index] if turn.index < len(result.history) else None
         said = outputs.get(k + 1)

@@ -27,6 +27,7 @@ from analytics.tuning.world import (
     ReplayEvents,
     SessionWorld,
     agent_session,
+    call_times,
     replay_session_id,
     session_world,
 )
@@ -327,7 +328,11 @@ class ProgressiveStrategy:
             dataclasses.replace(turn, tokens=seen.tokens, history_tokens=seen.history_tokens)
             for turn, seen in zip(result.turns, events.views, strict=True)
         ]
-        result.world = SessionWorld(calibration=events.calibration(), outputs=events.outputs())
+        result.world = SessionWorld(
+            calibration=events.calibration(),
+            outputs=events.outputs(),
+            call_at=call_times(session),
+        )
         result.summarizer_input_tokens = summarizer.input_tokens
         result.summarizer_output_tokens = summarizer.output_tokens
         return result

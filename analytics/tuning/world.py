@@ -22,6 +22,7 @@ import copy
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from analytics.importers import ImportedSession
 from analytics.jobs.cache_model import Calibration, fit_calibration
@@ -42,7 +43,7 @@ BYTES = ByteEstimator()
 def agent_session(session: ImportedSession, calibrate: bool) -> ImportedSession:
     """``session`` as a replay sees it: without its usage when uncalibrated (what
     ``compactlens replay --uncalibrated`` drops), so nothing calibrates."""
-    return session if calibrate or not session.usage else session.model_copy(update={"usage": []})
+    return session if calibrate or not session.usage else session.uncalibrated()
 
 
 def replay_session_id(
@@ -123,6 +124,9 @@ class SessionWorld:
     """What the cost model prices prompts with."""
     outputs: dict[int, int] = field(default_factory=dict)
     """Reported answer tokens by 1-based turn (the rest: the answer's estimate)."""
+    call_at: dict[int, datetime] = field(default_factory=dict)
+    """When each call was made, by history index of its answer (``call_times``): the gap to the
+    call before says whether the provider's cache had expired (empty: undated, always warm)."""
 
     def estimator(self, turn: int) -> TokenEstimator:
         return self.estimators[turn] if turn < len(self.estimators) else BYTES
@@ -165,8 +169,8 @@ def session_world(
     estimator a ``replay`` of it has before each turn (a copy taken then) and the cost model's
     calibration; else bytes / 4. ``reserve_tokens`` is the config's (the estimator is fed the
     reported prompt against the estimate plus that reserve). Kept for the next strategy."""
-    if not calibrate or not session.usage:
-        return SessionWorld()
+    if not calibrate or not session.has_usage:
+        return SessionWorld(call_at=call_times(session))
     key = (session.session_id, reserve_tokens)
     with _WORLDS_LOCK:
         kept = _WORLDS.get(key)
@@ -192,4 +196,11 @@ def _replayed_world(session: ImportedSession, reserve_tokens: int) -> SessionWor
         estimators.append(copy.copy(never.estimator_now))
 
     replay_session(session, never, event_sink=events, session_id="world", on_view=on_view)
-    return SessionWorld(estimators, events.calibration(), events.outputs())
+    return SessionWorld(estimators, events.calibration(), events.outputs(), call_times(session))
+
+
+def call_times(session: ImportedSession) -> dict[int, datetime]:
+    """``ImportedSession.call_times`` by history index (a leading system message not counted,
+    as strategies' turns index it): the times a replay's clock dates the same turns with."""
+    offset = 1 if session.messages and session.messages[0].role == "system" else 0
+    return {i - offset: at for i, at in session.call_times().items()}

@@ -330,9 +330,18 @@ def current_producer() -> Producer:
 class EventFactory:
     """Builds envelopes for one session with a gap-free ``seq``."""
 
-    def __init__(self, session_id: str, *, start_seq: int = 0) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        start_seq: int = 0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.session_id = session_id
         self.seq = start_seq
+        self.clock = clock
+        """When each event occurred (``occurred_at``); None: now. A replay passes the
+        transcript's times, so gaps between its turns are the original session's."""
 
     def make(self, payload: BaseModel) -> Event:
         now = datetime.now(UTC)
@@ -341,7 +350,7 @@ class EventFactory:
             type=payload.type,  # type: ignore[attr-defined]
             session_id=self.session_id,
             seq=self.seq,
-            occurred_at=now,
+            occurred_at=now if self.clock is None else self.clock(),
             producer=current_producer(),
             payload=payload,
             schema_version=SCHEMA_VERSIONS[payload.type],  # type: ignore[attr-defined]

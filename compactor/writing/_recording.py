@@ -16,6 +16,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -34,10 +35,15 @@ class SessionRecorder:
     """
 
     def __init__(
-        self, sink: EventSink | None, session_id: str, start_seq: int, faults: FaultLog
+        self,
+        sink: EventSink | None,
+        session_id: str,
+        start_seq: int,
+        faults: FaultLog,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.sink = sink
-        self.factory = EventFactory(session_id, start_seq=start_seq)
+        self.factory = EventFactory(session_id, start_seq=start_seq, clock=clock)
         self.faults = faults
         self.errors = 0
         self.last_error = ""
