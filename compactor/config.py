@@ -38,6 +38,14 @@ class CompactorConfig(BaseModel):
             whole and only compactions offload them (``offload_threshold``).
         tool_offload_preview_lines, tool_offload_preview_chars: what a tool-time placeholder
             keeps of the result (``OffloadHook``'s defaults: 20 lines, 4000 characters).
+        cold_cache_compact: pull a due compaction forward to a turn whose prompt cache has
+            expired anyway: when more than ``cold_cache_ttl_s`` passed since the session's
+            previous ``prepare()`` (the provider then writes the whole prompt again) and the
+            view is at this fraction of the window or more, below Soft, Soft runs now instead
+            of at a later turn whose cache would still be warm. None (the default) turns it
+            off; it must be below ``soft``.
+        cold_cache_ttl_s: how long the provider keeps a prompt cached (Anthropic's default: 300
+            seconds), for ``cold_cache_compact``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,6 +67,8 @@ class CompactorConfig(BaseModel):
     tool_offload_threshold: int | None = Field(None, ge=1)
     tool_offload_preview_lines: int = Field(20, ge=0)
     tool_offload_preview_chars: int = Field(4000, ge=0)
+    cold_cache_compact: float | None = Field(None, gt=0, lt=1)
+    cold_cache_ttl_s: float = Field(300.0, gt=0)
 
     @model_validator(mode="after")
     def _check_order(self) -> CompactorConfig:
@@ -72,6 +82,11 @@ class CompactorConfig(BaseModel):
             raise ValueError(
                 f"emergency_target={self.emergency_target} must be below "
                 f"emergency={self.emergency}, or Emergency would fire again next turn"
+            )
+        if self.cold_cache_compact is not None and not self.cold_cache_compact < self.soft:
+            raise ValueError(
+                f"cold_cache_compact={self.cold_cache_compact} must be below soft={self.soft}: "
+                "it pulls Soft forward, to a turn before Soft would fire"
             )
         if not self.fallback_target < self.warn:
             raise ValueError(
@@ -92,4 +107,6 @@ _LATER_FIELDS = (
     "tool_offload_threshold",
     "tool_offload_preview_lines",
     "tool_offload_preview_chars",
+    "cold_cache_compact",
+    "cold_cache_ttl_s",
 )

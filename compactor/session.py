@@ -20,7 +20,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from compactor.errors import ResumeMismatchError, SessionInUseError
@@ -38,6 +38,7 @@ from compactor.events import (
 )
 from compactor.messages import Message
 from compactor.pipeline._outcome import CompactionOutcome
+from compactor.pipeline._tiers import context_ratio
 from compactor.pipeline._tooltime import ToolTimeOffload
 from compactor.pipeline._work import untouched_record
 from compactor.pipeline.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
@@ -128,6 +129,9 @@ class CompactionSession:
         self._recorder = SessionRecorder(
             event_sink, self.session_id, start_seq, compactor.faults, clock
         )
+        self._clock: Callable[[], datetime] = clock or _now
+        self._last_prepared: datetime | None = None
+        """When ``prepare()`` last ran: the gap to the next says whether the cache expired."""
         """A session resumed in a new process (same id) continues its ``seq``: from
         ``start_seq``, else from what the sink already holds for this id."""
         self._turn = 0
@@ -283,9 +287,10 @@ class CompactionSession:
     def prepare(self) -> tuple[list[Message], CompactionRecord]:
         """The view to send now, compacted if a tier fires, and the record (tier NONE if not)."""
         tokens = self.tokens()
-        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
+        due, forced = self._due(tokens)
+        if not due:
             return self._sent(self._uncompacted(tokens), tokens)
-        plan = self._plan(tokens, None)
+        plan = self._plan(tokens, forced)
         outcome = self.compactor.compact_detailed(
             plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
         )
@@ -294,13 +299,37 @@ class CompactionSession:
     async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
         """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
         tokens = self.tokens()
-        if self.compactor.tier_for_tokens(tokens) == CompactionTier.NONE:
+        due, forced = self._due(tokens)
+        if not due:
             return self._sent(self._uncompacted(tokens), tokens)
-        plan = self._plan(tokens, None)
+        plan = self._plan(tokens, forced)
         outcome = await self.compactor.acompact_detailed(
             plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
         )
         return self._sent((self._apply(outcome, plan), outcome.record), tokens)
+
+    def _due(self, tokens: int) -> tuple[bool, CompactionTier | None]:
+        """Whether this turn compacts, and the tier it is made to (None: the compactor decides
+        from the tokens). ``cold_cache_compact``: below Soft, a turn that comes longer than
+        ``cold_cache_ttl_s`` after the previous ``prepare()`` (its cache expired: the whole
+        prompt is written again anyway) runs Soft at that fraction of the window already."""
+        now = self._clock()
+        before, self._last_prepared = self._last_prepared, now
+        compactor = self.compactor
+        tier = compactor.tier_for_tokens(tokens)
+        if tier not in (CompactionTier.NONE, CompactionTier.WARN):
+            return True, None
+        config = compactor.config
+        cold = config.cold_cache_compact
+        if (
+            cold is not None
+            and before is not None
+            and (now - before).total_seconds() > config.cold_cache_ttl_s
+            and compactor.context_window > 0
+            and context_ratio(tokens, compactor.context_window, config.reserve_tokens) >= cold
+        ):
+            return True, CompactionTier.SOFT
+        return tier != CompactionTier.NONE, None
 
     def compact(self) -> CompactionRecord:
         """Manual ``/compact``: a forced Full summary, Emergency if the summariser fails."""
@@ -511,6 +540,10 @@ class CompactionSession:
 
 
 _LOG = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _nothing() -> None:

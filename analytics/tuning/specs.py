@@ -135,8 +135,9 @@ class StrategyError(AnalyticsError, ValueError):
 GRID_FIELDS = tuple(CompactorConfig.model_fields)
 """The keys a grid may have: every ``CompactorConfig`` field (tool-time offload is
 ``tool_offload_threshold``, None for off)."""
-OFFLOAD_OFF_FIELD = "tool_offload_threshold"
-"""The one grid field whose ``false`` means None (tool-time offload off)."""
+OFF_FIELDS = ("tool_offload_threshold", "cold_cache_compact")
+"""The grid fields whose ``false`` means None (off): tool-time offload, and pulling a
+compaction forward to a cold cache."""
 MAX_TRIALS = 500
 """How many trials (grid configurations plus Optuna trials) a run plans unless told more."""
 
@@ -188,12 +189,13 @@ def validate_grid(data: Mapping[str, Any], source: str = "the grid") -> dict[str
 
 
 def _offload_off(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` with ``tool_offload_threshold = false`` read as None (off): TOML has no null."""
+    """``data`` with ``false`` read as None (off) in ``OFF_FIELDS``: TOML has no null."""
     out = dict(data)
-    values = out.get(OFFLOAD_OFF_FIELD)
-    if values is False or isinstance(values, list):
-        listed = values if isinstance(values, list) else [values]
-        out[OFFLOAD_OFF_FIELD] = [None if v is False else v for v in listed]
+    for name in OFF_FIELDS:
+        values = out.get(name)
+        if values is False or isinstance(values, list):
+            listed = values if isinstance(values, list) else [values]
+            out[name] = [None if v is False else v for v in listed]
     return out
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from analytics.cli.commands import run_replay
 from analytics.jobs.prices import profile_for_model
@@ -33,6 +34,7 @@ PAUSED = NATIVE / "claude-code" / "a6" / "e4c2a0fbd1" / "0" / "full.jsonl"
 """A real Claude Code session (13 calls) with pauses of more than five minutes between calls."""
 STEADY = TRANSCRIPTS / "claude-reliability" / "snapshot-tests" / "tests" / "python-to-rust-port"
 WINDOW = 32_000
+WIDE = 250_000
 TOLERANCE = 0.01
 
 pytestmark = pytest.mark.skipif(not PAUSED.is_file(), reason=f"no transcript at {PAUSED}")
@@ -94,24 +96,43 @@ def test_a_replayed_turn_after_the_cache_ttl_reads_nothing_from_the_cache(tmp_pa
 
 
 @pytest.mark.skipif(not STEADY.is_dir(), reason=f"no transcripts at {STEADY}")
+@pytest.mark.parametrize(
+    ("window", "grid"),
+    [
+        (WINDOW, {"warn": 0.6, "full": 0.85}),
+        # wide enough that the session stays below Soft: only the knob compacts, at its pauses
+        (WIDE, {"warn": 0.6, "soft": 0.8, "full": 0.9, "cold_cache_compact": 0.5}),
+    ],
+    ids=["cold turns billed", "cold_cache_compact"],
+)
 def test_tune_and_replay_bill_the_paused_session_alike(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, window: int, grid: dict[str, float]
 ) -> None:
-    grid = tmp_path / "grid.toml"
-    grid.write_text("warn = [0.6]\nfull = [0.85]\n", encoding="utf-8")
+    grid_file = tmp_path / "grid.toml"
+    grid_file.write_text(tomli_w.dumps({k: [v] for k, v in grid.items()}), encoding="utf-8")
     files = [str(PAUSED), str(STEADY / "transcript.jsonl")]
     out = invoke_ok(
-        *("tune", *files, "--window", str(WINDOW), "--workers", "0", "--json"),
-        *("--strategies", "progressive", "--grid", str(grid), "--home", str(tmp_path / "tune")),
-        *("--hold-back", str(PAUSED)),
+        *("tune", *files, "--window", str(window), "--workers", "0", "--json"),
+        *("--strategies", "progressive", "--grid", str(grid_file)),
+        *("--home", str(tmp_path / "tune"), "--hold-back", str(PAUSED)),
     )
-    rec: dict[str, Any] = json.loads(out)["recommended"]
-    assert rec["held_back_sessions"] == [str(PAUSED)]
+    tuned: dict[str, Any] = json.loads(out)
+    assert tuned["recommended"]["held_back_sessions"] == [str(PAUSED)]
+    (row,) = [
+        r for r in tuned["strategies"] if all(r["config"].get(k) == v for k, v in grid.items())
+    ]
+    config = tmp_path / "row.toml"
+    config.write_text(
+        tomli_w.dumps({k: v for k, v in row["config"].items() if v is not None}), encoding="utf-8"
+    )
 
     home = tmp_path / "replay"
     invoke_ok(
-        "replay", str(PAUSED), "--window", str(WINDOW), "--config", rec["path"], "--home", str(home)
+        *("replay", str(PAUSED), "--window", str(window), "--config", str(config)),
+        *("--home", str(home)),
     )
     stats = json.loads(invoke_ok("stats", "--json", "--home", str(home)))
 
-    assert stats["cost"]["total"] == pytest.approx(rec["held_back"]["cost"], rel=TOLERANCE)
+    assert stats["cost"]["total"] == pytest.approx(row["cost"], rel=TOLERANCE)
+    if "cold_cache_compact" in grid:  # below Soft's 80% all along: only the knob compacts
+        assert stats["compactions"]["by_tier"]["SOFT"] >= 1, stats["compactions"]
