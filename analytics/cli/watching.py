@@ -145,6 +145,8 @@ class Watcher:
         self._said: set[str] = set()
         self._compactions: dict[str, int] = {}
         """Per file and session, the native compactions already audited in this run."""
+        self._to_describe: list[Path] = []
+        """Files imported by the pass just ended, whose live figures are said after it."""
         self._failure = ""
 
     def start(self) -> None:
@@ -158,6 +160,7 @@ class Watcher:
         try:
             with self.hold.lock:
                 self._pass()
+            self._describe()  # outside the pass: readers borrow the store meanwhile
             self._failure = ""
         except Exception as exc:
             message = f"this pass failed ({type(exc).__name__}: {exc}); trying again next pass"
@@ -233,7 +236,7 @@ class Watcher:
         for change, counts, _issues in lines:
             self.state.files[str(change.path)] = change.mark
             if counts.sessions and len(lines) <= LIVE_FILES_MAX:
-                self._said_live(change.path)
+                self._to_describe.append(change.path)
         for gone in set(paths) - set(files):
             self.state.files.pop(str(gone), None)
         if report.resumed:
@@ -251,8 +254,16 @@ class Watcher:
                 self.state.files.pop(str(change.path), None)
             self.state.tails.clear()  # what was written is unknown: the next pass places anew
 
+    def _describe(self) -> None:
+        """Say the live figures of the files the pass imported (read from the files, with no
+        lock held: the store was lent to readers meanwhile)."""
+        paths, self._to_describe = self._to_describe, []
+        for path in paths:
+            self._said_live(path)
+
     def _said_live(self, path: Path) -> None:
-        """The live figures of the file's sessions, and the audit of each new compaction."""
+        """The live figures of the file's sessions, and the audit of each new compaction (the
+        store held for that alone)."""
         for figures in live_figures(path):
             self.say(live_line(figures))
             key = f"{path}\0{figures.session_id}"
@@ -260,9 +271,11 @@ class Watcher:
             if len(figures.compactions) <= seen or self.hold.store is None:
                 continue
             try:
-                audited = audit_lines(
-                    self.hold.store, str(path.resolve()), figures.session_id, seen
-                )
+                with self.hold.lock:
+                    store = self.hold.store
+                    if store is None:
+                        continue
+                    audited = audit_lines(store, str(path.resolve()), figures.session_id, seen)
             except Exception as exc:  # the figures are a courtesy: the import is done
                 audited = [f"  {figures.session_id}: no audit this time ({exc})"]
             for line in audited:

@@ -201,6 +201,15 @@ def _newest_in_spool(sink: SpoolSink, session_id: str) -> tuple[int, str | None]
         since: float | None = sink.index.path_for(session_id).stat().st_mtime - _MTIME_SLACK_S
     except OSError:
         since = None  # no index file: any file may hold the session
+    newest, sha = _newest_since(sink, session_id, since)
+    if newest < 0 and since is not None:
+        # the index was written by a process killed before its events were: older files
+        # hold the session's messages (read them, or every message would be written twice)
+        newest, sha = _newest_since(sink, session_id, None)
+    return newest, sha
+
+
+def _newest_since(sink: SpoolSink, session_id: str, since: float | None) -> tuple[int, str | None]:
     newest, line = -1, b""
     for path in sorted(sink.spool_dir.glob("*.jsonl")):
         try:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,33 @@ def test_messages_buffered_at_a_kill_reach_the_spool_once_after_resume(tmp_path:
         resume=persisted,
     )
     resumed.close()
+
+    assert sorted(_spooled_indices(spool, SESSION)) == list(range(len(persisted)))
+
+
+def test_a_resume_long_after_the_spool_was_written_still_finds_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    # A CI run under two CPU hogs wrote every message twice: the second process started more
+    # than the index's 2 s slack after the first one's last write, wrote the session's index at
+    # start, and was killed with all its events still buffered; the final resume then read only
+    # files newer than that index, found none of the session's messages, and wrote them all
+    # again. Here the first file is simply made a minute old before the second process runs.
+    spool, history = tmp_path / "spool", tmp_path / "history.jsonl"
+    _run_until_killed(spool, history, 300)
+    old = time.time() - 60
+    for path in spool.glob("*.jsonl"):
+        os.utime(path, (old, old))
+    _run_until_killed(spool, history, 150)  # fewer events than a flush: none of them written
+
+    persisted = [Message.model_validate_json(s) for s in history.read_text().splitlines()]
+    CompactionSession(
+        ProgressiveCompactor(ExtractiveSummarizer(), 6_000),
+        "sys",
+        session_id=SESSION,
+        event_sink=SpoolSink(spool),
+        resume=persisted,
+    ).close()
 
     assert sorted(_spooled_indices(spool, SESSION)) == list(range(len(persisted)))
 
