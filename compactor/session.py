@@ -111,9 +111,9 @@ class CompactionSession:
         )
         self.noops_suppressed = 0
         self.usage_ignored = 0
+        """Usage reports ignored because their counts were no token counts (``observe_usage``)."""
         self.resume_mismatches = 0
         """1 when the resumed history's newest recorded message did not hash as recorded."""
-        """Usage reports ignored because their counts were no token counts (``observe_usage``)."""
         self._unclaim: Callable[[], None] = _nothing
         if session_id:  # one writer per named session and spool, or seqs repeat
             try:
@@ -126,12 +126,13 @@ class CompactionSession:
             start_seq = (
                 next_seq_of(event_sink, self.session_id, compactor.faults) if session_id else 0
             )
-        self._recorder = SessionRecorder(
-            event_sink, self.session_id, start_seq, compactor.faults, clock
-        )
         self._clock: Callable[[], datetime] = clock or _now
+        """When things happen: the events' ``occurred_at`` and the gaps between turns."""
         self._last_prepared: datetime | None = None
         """When ``prepare()`` last ran: the gap to the next says whether the cache expired."""
+        self._recorder = SessionRecorder(
+            event_sink, self.session_id, start_seq, compactor.faults, self._clock
+        )
         """A session resumed in a new process (same id) continues its ``seq``: from
         ``start_seq``, else from what the sink already holds for this id."""
         self._turn = 0

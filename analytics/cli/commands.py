@@ -283,18 +283,25 @@ def _import_session(run: _Run, imported: ImportedSession, capture: Capture, file
 
 
 def _keep_tail(
-    run: _Run, identity: str, session_id: str, events: list[Event], revision: int = 0
+    run: _Run,
+    identity: str,
+    session_id: str,
+    events: list[Event],
+    revision: int = 0,
+    known: tuple[int, str] = (0, ""),
 ) -> None:
     """Note, for a follower, that ``events`` are what the live version holds (its last
-    message, if an event ends it, stored at ``revision``)."""
+    message, if an event ends it, stored at ``revision``). ``known``: the digest of the first
+    events, already taken (the digest goes on from it instead of hashing them again)."""
     if run.tails is None:
         return
     settled = len(events) - (bool(events) and events[-1].type == "message_appended")
+    done, digest = known if known[0] <= settled else (0, "")
     run.tails[identity] = Tail(
         session_id,
         len(events),
         settled,
-        events_digest(events[:settled]),
+        events_digest(events[done:settled], digest),
         events_digest(events[settled:]),
         revision,
     )
@@ -332,7 +339,8 @@ def _extended(
         added = [amended(was_open[0], revision), *added]
     run.placed[identity] = cur.session_id
     cur.fingerprint, cur.messages = print_, len(imported.messages)
-    _keep_tail(run, identity, cur.session_id, events, revision if not events[tail.events :] else 0)
+    revision = revision if not events[tail.events :] else 0  # a new last message: revision 0
+    _keep_tail(run, identity, cur.session_id, events, revision, (tail.settled, tail.digest))
     if not added:
         run.report.skipped += 1
         return True

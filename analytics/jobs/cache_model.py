@@ -79,9 +79,15 @@ def call_cost(profile: PriceProfile, input_tokens: int, output_tokens: int) -> f
 
 def within_ttl(profile: PriceProfile, gap_seconds: float | None) -> bool:
     """True when a prompt sent ``gap_seconds`` earlier is still readable (None: unknown gap,
-    taken as readable: replays run faster than any TTL)."""
+    taken as readable: an undated transcript's turns follow each other at once)."""
     ttl = profile.ttl_seconds
     return gap_seconds is None or ttl is None or gap_seconds <= ttl
+
+
+def cached_prefix(profile: PriceProfile, prefix_tokens: int, gap_seconds: float | None) -> int:
+    """The prefix still cached after ``gap_seconds``: all of it within the TTL, none after
+    (the costs job and the tuning lab price every turn's prefix through this one rule)."""
+    return prefix_tokens if within_ttl(profile, gap_seconds) else 0
 
 
 class Calibration(NamedTuple):

@@ -51,11 +51,11 @@ import polars as pl
 
 from analytics.jobs.cache_model import (
     Calibration,
+    cached_prefix,
     call_cost,
     fit_calibration,
     split_cost,
     split_prompt,
-    within_ttl,
 )
 from analytics.jobs.common import conform, drop_deleted, in_session_order, is_effective
 from analytics.jobs.prices import BUILTIN_PROFILES, NONE, PriceProfile, profile_name_for_model
@@ -482,12 +482,14 @@ def _choose(profile: ProfileChoice, stored: str) -> PriceProfile:
 
 def priced(row: Mapping[str, Any], profile: PriceProfile) -> dict[str, Any]:
     """The ``PRICED_COLUMNS`` of one fact row under ``profile``."""
-    fresh = within_ttl(profile, row["gap_seconds"])
-    split = split_prompt(profile, row["prompt_tokens"], row["prefix_tokens"] if fresh else 0)
+    gap = row["gap_seconds"]
+    split = split_prompt(
+        profile, row["prompt_tokens"], cached_prefix(profile, row["prefix_tokens"], gap)
+    )
     whole = split_prompt(
         profile,
         row["uncompacted_prompt_tokens"],
-        row["uncompacted_prefix_tokens"] if fresh else 0,
+        cached_prefix(profile, row["uncompacted_prefix_tokens"], gap),
     )
     output = int(row["output_tokens"] or 0)
     cost, uncompacted = split_cost(profile, split, output), split_cost(profile, whole, output)

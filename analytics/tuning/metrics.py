@@ -37,10 +37,10 @@ from analytics.importers import ImportedSession
 from analytics.jobs.artifacts import COMMAND_KEYS, PATH_KEYS, PATH_PATTERN
 from analytics.jobs.cache_model import (
     CacheSplit,
+    cached_prefix,
     call_cost,
     split_cost,
     split_prompt,
-    within_ttl,
 )
 from analytics.jobs.prices import PriceProfile, profile_for_model
 from analytics.jobs.retention import anchor_survival, retention_detail
@@ -234,10 +234,9 @@ def cache_costs(result: StrategyResult, profile: PriceProfile) -> tuple[CacheSpl
         prefix = 0 if k == 0 and not shared else cal.tokens(view_bytes(turn.view[:shared]))
         at = result.world.call_at.get(turn.index)
         gap = (at - before).total_seconds() if at is not None and before is not None else None
-        if not within_ttl(profile, gap):  # the cache expired since the call before: all cold
-            prefix = 0
         before = at
-        split = split_prompt(profile, cal.tokens(view_bytes(turn.view)), prefix)
+        warm = cached_prefix(profile, prefix, gap)  # none once the TTL passed: all of it cold
+        split = split_prompt(profile, cal.tokens(view_bytes(turn.view)), warm)
         answer = result.history[turn.index] if turn.index < len(result.history) else None
         said = outputs.get(k + 1)
         output = (
