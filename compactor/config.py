@@ -45,7 +45,16 @@ class CompactorConfig(BaseModel):
             of at a later turn whose cache would still be warm. None (the default) turns it
             off; it must be below ``soft``.
         cold_cache_ttl_s: how long the provider keeps a prompt cached (Anthropic's default: 300
-            seconds), for ``cold_cache_compact``.
+            seconds), for ``cold_cache_compact`` and ``cache_priced_offload``.
+        cache_priced_offload: hold a Warn offload back while the prompt cache is warm and the
+            offload does not pay for itself before the next summarising compaction: it rewrites
+            the cached prompt from its first offloaded result on (a cache write where a cache
+            read was due), and saves the offloaded tokens' cache reads on each later turn until
+            Soft, which the session foresees from how fast the view has been growing. Off (the
+            default): Warn always offloads.
+        cache_read_price, cache_write_price: what a cached prompt token costs to read and to
+            write, as fractions of an uncached one (Anthropic's: 0.1 and 1.25), for
+            ``cache_priced_offload``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -69,6 +78,9 @@ class CompactorConfig(BaseModel):
     tool_offload_preview_chars: int = Field(4000, ge=0)
     cold_cache_compact: float | None = Field(None, gt=0, lt=1)
     cold_cache_ttl_s: float = Field(300.0, gt=0)
+    cache_priced_offload: bool = False
+    cache_read_price: float = Field(0.1, ge=0)
+    cache_write_price: float = Field(1.25, ge=0)
 
     @model_validator(mode="after")
     def _check_order(self) -> CompactorConfig:
@@ -109,4 +121,7 @@ _LATER_FIELDS = (
     "tool_offload_preview_chars",
     "cold_cache_compact",
     "cold_cache_ttl_s",
+    "cache_priced_offload",
+    "cache_read_price",
+    "cache_write_price",
 )

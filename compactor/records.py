@@ -128,7 +128,9 @@ class CompactionRecord(BaseModel):
     """Nanoseconds, as Go's ``time.Duration``."""
     error: str = ""
     # Extensions (optional in input).
-    trigger: Literal["auto", "manual"] = "auto"
+    trigger: Literal["auto", "manual", "cold_cache"] = "auto"
+    """``auto``: a tier's threshold; ``manual``: a ``/compact``; ``cold_cache``: pulled forward
+    to a turn whose prompt cache had expired (``CompactorConfig.cold_cache_compact``)."""
     effective: bool = True
     context_window: Int64 = 0
     fallback: str = ""

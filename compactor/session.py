@@ -37,10 +37,11 @@ from compactor.events import (
     tool_time_offloaded,
 )
 from compactor.messages import Message
+from compactor.pipeline._cache_bill import OffloadBill, offload_bill
 from compactor.pipeline._outcome import CompactionOutcome
 from compactor.pipeline._tiers import context_ratio
 from compactor.pipeline._tooltime import ToolTimeOffload
-from compactor.pipeline._work import untouched_record
+from compactor.pipeline._work import Trigger, untouched_record
 from compactor.pipeline.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
 from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
@@ -145,8 +146,15 @@ class CompactionSession:
         """History messages after the checkpoint shown as a compaction left them (those of an
         exchange still open: never checkpointed, but not shown whole again either)."""
         self._new_bytes = 0
-        self._last_noop: CompactionTier | None = None
-        """The tier of the no-op streak in progress: one event per streak, not one per turn."""
+        self._last_noop: CompactionTier | Literal["held"] | None = None
+        """The tier of the no-op streak in progress (or of held Warn offloads): one event per
+        streak, not one per turn."""
+        self.offloads_held = 0
+        """Warn offloads held back because they would not pay against the cache
+        (``CompactorConfig.cache_priced_offload``)."""
+        self._grown_from: tuple[int, int] | None = None
+        """(turn, tokens of its view) of the first view sent since the last effective
+        compaction: how fast the view grows, to foresee when Soft fires."""
         self._last_view_bytes = 0
         self._pairs = ExchangeTracker()
         self.history_bytes = 0
@@ -288,49 +296,88 @@ class CompactionSession:
     def prepare(self) -> tuple[list[Message], CompactionRecord]:
         """The view to send now, compacted if a tier fires, and the record (tier NONE if not)."""
         tokens = self.tokens()
-        due, forced = self._due(tokens)
-        if not due:
-            return self._sent(self._uncompacted(tokens), tokens)
-        plan = self._plan(tokens, forced)
+        plan = self._decide(tokens)
+        if not isinstance(plan, _Plan):
+            return self._sent(plan, tokens)
         outcome = self.compactor.compact_detailed(
-            plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
+            plan.view, tier=plan.tier, tokens=plan.tokens, trigger=plan.trigger, emit=False
         )
         return self._sent((self._apply(outcome, plan), outcome.record), tokens)
 
     async def aprepare(self) -> tuple[list[Message], CompactionRecord]:
         """``prepare`` with an async summariser call (cancellable; nothing changes if cancelled)."""
         tokens = self.tokens()
-        due, forced = self._due(tokens)
-        if not due:
-            return self._sent(self._uncompacted(tokens), tokens)
-        plan = self._plan(tokens, forced)
+        plan = self._decide(tokens)
+        if not isinstance(plan, _Plan):
+            return self._sent(plan, tokens)
         outcome = await self.compactor.acompact_detailed(
-            plan.view, tier=plan.tier, tokens=plan.tokens, emit=False
+            plan.view, tier=plan.tier, tokens=plan.tokens, trigger=plan.trigger, emit=False
         )
         return self._sent((self._apply(outcome, plan), outcome.record), tokens)
 
-    def _due(self, tokens: int) -> tuple[bool, CompactionTier | None]:
-        """Whether this turn compacts, and the tier it is made to (None: the compactor decides
-        from the tokens). ``cold_cache_compact``: below Soft, a turn that comes longer than
-        ``cold_cache_ttl_s`` after the previous ``prepare()`` (its cache expired: the whole
-        prompt is written again anyway) runs Soft at that fraction of the window already."""
+    def _decide(self, tokens: int) -> _Plan | tuple[list[Message], CompactionRecord]:
+        """This turn's compaction to run, or the view to send as it is (with its record).
+
+        A tier's threshold makes a compaction due. ``cold_cache_compact``: below Soft, a turn
+        that comes longer than ``cold_cache_ttl_s`` after the previous ``prepare()`` (its cache
+        expired: the whole prompt is written again anyway) runs Soft at that fraction of the
+        window already (trigger ``cold_cache``). ``cache_priced_offload``: a Warn offload that
+        would not pay for itself against a warm cache is held (``_cache_bill``)."""
+        compactor, config = self.compactor, self.compactor.config
         now = self._clock()
         before, self._last_prepared = self._last_prepared, now
-        compactor = self.compactor
+        cold = before is not None and (now - before).total_seconds() > config.cold_cache_ttl_s
         tier = compactor.tier_for_tokens(tokens)
         if tier not in (CompactionTier.NONE, CompactionTier.WARN):
-            return True, None
-        config = compactor.config
-        cold = config.cold_cache_compact
+            return self._plan(tokens, None)
         if (
-            cold is not None
-            and before is not None
-            and (now - before).total_seconds() > config.cold_cache_ttl_s
+            config.cold_cache_compact is not None
+            and cold
             and compactor.context_window > 0
-            and context_ratio(tokens, compactor.context_window, config.reserve_tokens) >= cold
+            and context_ratio(tokens, compactor.context_window, config.reserve_tokens)
+            >= config.cold_cache_compact
         ):
-            return True, CompactionTier.SOFT
-        return tier != CompactionTier.NONE, None
+            return self._plan(tokens, CompactionTier.SOFT, "cold_cache")
+        if tier == CompactionTier.NONE:
+            return self._uncompacted(tokens)
+        if config.cache_priced_offload and compactor.offloader is not None:
+            bill = offload_bill(
+                self.view(),
+                config,
+                compactor.estimator,
+                cached_bytes=0 if cold else self._last_view_bytes,
+                growth=self._growth(tokens),
+                tokens=tokens,
+                window=compactor.context_window,
+            )
+            if bill is not None and not bill.pays:
+                return self._held(tokens, bill)
+        return self._plan(tokens, None)
+
+    def _growth(self, tokens: int) -> float | None:
+        """Tokens the view gained per turn since the last effective compaction (None before a
+        second turn to measure it by)."""
+        if self._grown_from is None:
+            return None
+        turn, start = self._grown_from
+        return (tokens - start) / (self._turn + 1 - turn)
+
+    def _held(self, tokens: int, bill: OffloadBill) -> tuple[list[Message], CompactionRecord]:
+        """The view sent as it is, with a Warn record that says why nothing was offloaded
+        (recorded once per streak of held turns, as no-ops are)."""
+        view, untouched = self._uncompacted(tokens)
+        record = untouched.model_copy(
+            update={"tier": CompactionTier.WARN, "fallback": bill.words()}
+        )
+        self.offloads_held += 1
+        if self._last_noop != _HELD:
+            self._last_noop = _HELD
+            index = self._view_index()
+            if len(index) != len(view):  # the view sent had an exchange repaired
+                index = [None] * len(view)
+            outcome = CompactionOutcome(view, record, list(range(len(view))), view)
+            self._record_compaction(outcome, index)
+        return view, record
 
     def compact(self) -> CompactionRecord:
         """Manual ``/compact``: a forced Full summary, Emergency if the summariser fails."""
@@ -341,13 +388,13 @@ class CompactionSession:
         self._apply(outcome, plan)
         return outcome.record
 
-    def _plan(self, tokens: int, tier: CompactionTier | None) -> _Plan:
+    def _plan(self, tokens: int, tier: CompactionTier | None, trigger: Trigger = "auto") -> _Plan:
         """What to compact: the whole view, and while an exchange is open a stand-in for each
         result still to come (so the compactor sees a valid exchange, sized as sent)."""
         view, index = self.view(), self._view_index()
         open_at = self._pairs.open_at
         if open_at is None:
-            return _Plan(view, index, tokens, tier, None)
+            return _Plan(view, index, tokens, tier, None, trigger)
         stand_ins = missing_results(self._pairs.open_calls)
         n_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
         n_bytes += sum(message_bytes(m) for m in stand_ins)
@@ -358,6 +405,7 @@ class CompactionSession:
             self.compactor.estimator.tokens_for_bytes(n_bytes),
             tier,
             open_from,
+            trigger,
         )
 
     def _uncompacted(self, tokens: int) -> tuple[list[Message], CompactionRecord]:
@@ -378,6 +426,8 @@ class CompactionSession:
         view, record = prepared
         self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
         self._turn += 1
+        if self._grown_from is None:
+            self._grown_from = (self._turn, self.tokens())
         estimator, config = self.compactor.estimator, self.compactor.config
         self._recorder.emit(
             lambda: ViewPrepared(
@@ -407,6 +457,7 @@ class CompactionSession:
                 return repair_orphaned_tool_pairs(outcome.view)
             return outcome.view
         self._last_noop = None
+        self._grown_from = None
         self.records.append(record)
         self._checkpoint(outcome, plan)
         self._recorder.flush()
@@ -541,6 +592,7 @@ class CompactionSession:
 
 
 _LOG = logging.getLogger(__name__)
+_HELD: Literal["held"] = "held"
 
 
 def _now() -> datetime:
@@ -562,6 +614,7 @@ class _Plan:
     tokens: int
     tier: CompactionTier | None
     open_from: int | None
+    trigger: Trigger = "auto"
 
 
 def _with_offload_root(

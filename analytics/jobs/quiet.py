@@ -15,6 +15,10 @@ within ``margin`` below the next threshold. The reason follows the compactor's o
   compactor always keeps (``min_tail_messages``), so there was nothing older to compact;
 - ``nothing_to_offload``: Warn was due, and no tool result older than the tail was over the
   offload threshold (Warn only offloads; it summarises nothing);
+- ``offload_held``: Warn was due and had results to offload, but the offload would not have
+  paid for itself against the prompt cache before Soft (``CompactorConfig.cache_priced_offload``):
+  the session's latest compaction event before the turn is the held Warn record, whose
+  ``fallback`` gives the bill;
 - ``not_compacted``: a summarising tier was due and the view came back unchanged (its record,
   if the session kept one, says more).
 
@@ -67,14 +71,27 @@ _SESSIONS = {
     "emergency": pl.Float64(),
     "config": pl.String(),
 }
+_COMPACTIONS = {
+    "session_id": pl.String(),
+    "seq": pl.Int64(),
+    "tier": pl.Int64(),
+    "effective": pl.Boolean(),
+    "fallback": pl.String(),
+}
+HELD_PREFIX = "offload held:"
+"""How a held Warn record's ``fallback`` starts (``compactor.pipeline._cache_bill``)."""
 
 
 def quiet_turns(
-    turns: pl.DataFrame, sessions: pl.DataFrame, margin: float = MARGIN
+    turns: pl.DataFrame,
+    sessions: pl.DataFrame,
+    margin: float = MARGIN,
+    compactions: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """:data:`QUIET_COLUMNS` for each listed turn (see the module doc), in (session, turn)
     order: ``ratio`` the share the compactor judged, ``tier`` the tier due (0: none), the next
-    threshold above the ratio and where it starts, the reason code and its words."""
+    threshold above the ratio and where it starts, the reason code and its words.
+    ``compactions`` (the store's, optional) tells held Warn offloads from empty ones."""
     settings = conform(live_sessions(sessions), _SESSIONS).unique("session_id", keep="first")
     settings = settings.with_columns(
         *(pl.col(name).fill_null(getattr(DEFAULTS, name)) for name, _tier in THRESHOLDS),
@@ -100,6 +117,7 @@ def quiet_turns(
         next_at=pl.min_horizontal(above),
         next_threshold=pl.coalesce(names),
     )
+    frame = _with_held(frame, compactions)
     due = pl.col("tier") > 0
     near = pl.col("next_at").is_not_null() & (pl.col("next_at") - pl.col("ratio") <= margin)
     listed = frame.filter(due | (pl.col("ratio").is_not_null() & near))
@@ -110,6 +128,8 @@ def quiet_turns(
         .then(pl.lit("no_window"))
         .when(pl.col("history_messages").fill_null(0) <= pl.col("min_tail"))
         .then(pl.lit("all_tail"))
+        .when((pl.col("tier") == 1) & pl.col("held").is_not_null())
+        .then(pl.lit("offload_held"))
         .when(pl.col("tier") == 1)
         .then(pl.lit("nothing_to_offload"))
         .otherwise(pl.lit("not_compacted"))
@@ -119,6 +139,34 @@ def quiet_turns(
         .with_columns(words=_words())
         .select(QUIET_COLUMNS)
         .sort("session_id", "turn", "seq")
+    )
+
+
+def _with_held(frame: pl.DataFrame, compactions: pl.DataFrame | None) -> pl.DataFrame:
+    """``frame`` with ``held``: the bill of the held Warn offload in force at each turn (the
+    session's latest compaction event before it, when that is one), else null."""
+    if compactions is None or compactions.is_empty() or frame.is_empty():
+        return frame.with_columns(held=pl.lit(None, pl.String()))
+    latest = (
+        conform(compactions, _COMPACTIONS)
+        .filter(pl.col("seq").is_not_null())
+        .select(
+            "session_id",
+            "seq",
+            held=pl.when(
+                (pl.col("tier") == 1)
+                & ~pl.col("effective").fill_null(True)
+                & pl.col("fallback").str.starts_with(HELD_PREFIX)
+            ).then(pl.col("fallback")),
+        )
+        .sort("seq")
+    )
+    return (
+        frame.sort("seq")
+        .join_asof(
+            latest, on="seq", by="session_id", strategy="backward", check_sortedness=False
+        )  # both sorted by seq just above
+        .sort("session_id", "seq")
     )
 
 
@@ -149,6 +197,8 @@ def _words() -> pl.Expr:
             + at
             + pl.lit(", but the history is only the newest messages it always keeps")
         )
+        .when(pl.col("reason") == "offload_held")
+        .then(pl.lit("Warn was due at ") + at + pl.lit("; ") + pl.col("held"))
         .when(pl.col("reason") == "nothing_to_offload")
         .then(
             pl.lit("Warn was due at ")

@@ -17,7 +17,11 @@ from analytics.store import EventStore
 def quiet_frame(store: EventStore, session: str | None = None) -> pl.DataFrame:
     """The quiet turns of live sessions (or of ``session``): ``analytics.jobs.quiet``."""
     scope = None if session is None else [session]
-    return quiet_turns(frames.turns_frame(store, scope), frames.sessions_frame(store, scope))
+    return quiet_turns(
+        frames.turns_frame(store, scope),
+        frames.sessions_frame(store, scope),
+        compactions=frames.compactions_frame(store, scope),
+    )
 
 
 def quiet_json(store: EventStore, session: str | None = None) -> dict[str, Any]:

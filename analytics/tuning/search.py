@@ -29,7 +29,7 @@ EvaluateBatch = Callable[[Sequence[tuple[str, StrategySpec]]], dict[str, list[Se
 """Evaluates (key, spec) pairs (or reads them from the log) and returns metrics by key."""
 
 
-def spec_for_trial(trial: optuna.trial.Trial) -> StrategySpec:
+def spec_for_trial(trial: optuna.trial.BaseTrial) -> StrategySpec:
     """The progressive spec a trial suggests (always a valid ``CompactorConfig``)."""
     full = trial.suggest_float("full", 0.6, 0.9, step=0.05)
     soft_gap = trial.suggest_float("soft_gap", 0.05, 0.2, step=0.05)
@@ -41,7 +41,13 @@ def spec_for_trial(trial: optuna.trial.Trial) -> StrategySpec:
         "min_tail_messages": trial.suggest_int("min_tail_messages", 2, 12),
         "offload_threshold": trial.suggest_int("offload_threshold", 500, 16000, log=True),
         "tool_offload_threshold": trial.suggest_categorical("tool_offload_threshold", [None, 4000]),
+        # the cache's knobs (issue 31): Soft pulled forward to an expired cache from this far
+        # below Soft (0: off), and Warn offloads held when they would not pay against it
+        "cache_priced_offload": trial.suggest_categorical("cache_priced_offload", [False, True]),
     }
+    cold_gap = trial.suggest_categorical("cold_cache_gap", [0.0, 0.1, 0.2])
+    if cold_gap:
+        values["cold_cache_compact"] = round(values["soft"] - cold_gap, 3)
     return progressive_spec(values)
 
 

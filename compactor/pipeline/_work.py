@@ -27,7 +27,7 @@ from compactor.records import (
 from compactor.summaries.anchors import Anchor
 from compactor.tokens import TokenEstimator, linear_params
 
-Trigger = Literal["auto", "manual"]
+Trigger = Literal["auto", "manual", "cold_cache"]
 
 
 @dataclass

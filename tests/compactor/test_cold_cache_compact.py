@@ -79,3 +79,23 @@ def test_the_fraction_must_be_below_soft() -> None:
 def test_a_config_without_the_knob_hashes_as_before_it_existed() -> None:
     assert CompactorConfig().config_hash() == CompactorConfig(cold_cache_ttl_s=300).config_hash()
     assert CompactorConfig().config_hash() != CompactorConfig(cold_cache_compact=0.5).config_hash()
+
+
+def test_a_compaction_pulled_forward_says_so_in_its_trigger() -> None:
+    """``trigger`` tells a compaction the cache pulled forward from one its threshold fired."""
+    clock = Clock()
+    session = _session(CompactorConfig(cold_cache_compact=0.5), clock)
+    session.prepare()
+    clock.now += timedelta(seconds=400)
+    _view, pulled = session.prepare()
+    assert (pulled.tier, pulled.effective, pulled.trigger) == (
+        CompactionTier.SOFT,
+        True,
+        "cold_cache",
+    )
+
+    warm = _session(CompactorConfig(cold_cache_compact=0.5), Clock())
+    while not warm.records:  # grow to Soft's own threshold, one warm turn after another
+        warm.append(Message(role="user", content="more output " * 30))
+        warm.prepare()
+    assert warm.records[-1].trigger == "auto"
