@@ -152,6 +152,8 @@ class CompactionSession:
         self.offloads_held = 0
         """Warn offloads held back because they would not pay against the cache
         (``CompactorConfig.cache_priced_offload``)."""
+        self._settled: int | None = None
+        """Tokens of the view the last summarising compaction left (None: none yet)."""
         self._grown_from: tuple[int, int] | None = None
         """(turn, tokens of its view) of the first view sent since the last effective
         compaction: how fast the view grows, to foresee when Soft fires."""
@@ -349,6 +351,7 @@ class CompactionSession:
                 growth=self._growth(tokens),
                 tokens=tokens,
                 window=compactor.context_window,
+                settled=self._settled,
             )
             if bill is not None and not bill.pays:
                 return self._held(tokens, bill)
@@ -458,6 +461,8 @@ class CompactionSession:
             return outcome.view
         self._last_noop = None
         self._grown_from = None
+        if record.tier in (CompactionTier.SOFT, CompactionTier.FULL):
+            self._settled = record.tokens_after
         self.records.append(record)
         self._checkpoint(outcome, plan)
         self._recorder.flush()

@@ -21,7 +21,12 @@ from compactor.writing.sinks import EventSink
 WINDOW = 20_000
 START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 READ, WRITE = 0.1, 1.25  # Anthropic's cache prices, as fractions of an uncached input token
-RESULT = "\n".join(f"{i:04d} " + "x" * 75 for i in range(100))  # 8,099 bytes: offloadable
+SOFT_AT = 0.7 * WINDOW  # tokens at which Soft fires (default soft, no reserve)
+
+
+def tool_result(lines: int) -> str:
+    """A tool result of ``lines`` lines of 80 characters (offloadable past 50 lines)."""
+    return "\n".join(f"{i:04d} " + "x" * 75 for i in range(lines))
 
 
 class Clock:
@@ -45,8 +50,15 @@ def raw_tokens(msgs: list[Message]) -> int:
 
 
 def cached_session(
-    tmp_path: Path, priced: bool, clock: Clock, sink: EventSink | None = None
+    tmp_path: Path,
+    priced: bool,
+    clock: Clock,
+    sink: EventSink | None = None,
+    *,
+    results: int = 3,
+    lines: int = 100,
 ) -> CompactionSession:
+    """A session half full, its head holding ``results`` tool results of ``lines`` lines."""
     config = CompactorConfig(cache_priced_offload=priced, cache_read_price=READ)
     offloader = CompactionOffloader(tmp_path / ("on" if priced else "off"), "s")
     compactor = ProgressiveCompactor(
@@ -56,10 +68,10 @@ def cached_session(
         compactor, "You fix bugs.", session_id="s", event_sink=sink, clock=clock
     )
     session.append(Message(role="user", content="Fix the failing parser test in src/parse.rs."))
-    for i in range(3):
+    for i in range(results):
         call = ToolCall(id=f"call{i}", name="read_file", arguments='{"path": "src/parse.rs"}')
         session.append(Message(role="assistant", content="", tool_calls=[call]))
-        session.append(Message(role="tool", content=RESULT, tool_call_id=f"call{i}"))
+        session.append(Message(role="tool", content=tool_result(lines), tool_call_id=f"call{i}"))
     while raw_tokens(session.view()) < 0.5 * WINDOW:  # half full: below Warn
         session.append(Message(role="assistant", content="I read it. " * 40))
         session.append(Message(role="user", content="Go on. " * 60))

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from compactor import CompactionTier, CompactorConfig, MemorySink
+from compactor import CompactionTier, CompactorConfig, MemorySink, Message
 from compactor.events import CompactionRecorded
 from tests.compactor.cached_sessions import (
     READ,
-    WINDOW,
+    SOFT_AT,
     WRITE,
     Clock,
     cached_session,
@@ -30,34 +30,50 @@ from tests.compactor.cached_sessions import (
     raw_tokens,
 )
 
+CASES = [  # (results, lines, growth): three large results or one just over the threshold
+    (3, 100, 40),
+    (3, 100, 900),
+    (1, 58, 40),
+    (1, 58, 900),
+]
 
-@pytest.mark.parametrize("growth", [40, 100, 400, 900])
-def test_warn_offloads_only_when_its_cache_reads_saved_before_soft_repay_the_rewrite(
-    tmp_path: Path, growth: int
-) -> None:
-    off_clock, on_clock = Clock(), Clock()
-    _prev, before, offloaded, record = first_warn_turn(
-        cached_session(tmp_path, False, off_clock), off_clock, growth
-    )
-    assert record.tier == CompactionTier.WARN and record.effective
+
+def _bill(
+    prev: list[Message], before: list[Message], offloaded: list[Message], growth: int
+) -> tuple[float, float]:
+    """(cost, earned) of the offload the knob-off twin made, from raw bytes: the cached prompt
+    from the first offloaded message on is written again (less what the offload removes); each
+    turn until Soft reads ``saved`` fewer tokens; and Soft comes ``saved / growth`` turns
+    later, each worth a cycle's compaction (a rewrite of what a summary leaves, half of Soft's
+    threshold before any summary, and the summariser reading the rest) over its turns."""
     first = next(i for i, (a, b) in enumerate(zip(before, offloaded, strict=True)) if a != b)
     saved = raw_tokens(before) - raw_tokens(offloaded)
-    assert saved > 0
+    cached = sum(raw_bytes(m) for m in prev)
+    rewritten = max(0, cached - sum(raw_bytes(m) for m in before[:first])) // 4
+    cost = WRITE * (rewritten - min(saved, rewritten)) - READ * rewritten
+    turns = math.ceil((SOFT_AT - raw_tokens(before)) / growth)
+    left = SOFT_AT / 2
+    cycle = (SOFT_AT - left) / growth
+    deferral = min(saved / growth, cycle) / cycle * (WRITE * left + SOFT_AT - left)
+    return cost, READ * saved * turns + deferral
 
-    on = cached_session(tmp_path, True, on_clock)
+
+@pytest.mark.parametrize(("results", "lines", "growth"), CASES)
+def test_warn_offloads_only_when_what_it_earns_before_soft_and_by_putting_soft_off_repays_it(
+    tmp_path: Path, results: int, lines: int, growth: int
+) -> None:
+    off_clock, on_clock = Clock(), Clock()
+    off = cached_session(tmp_path, False, off_clock, results=results, lines=lines)
+    _prev, before, offloaded, record = first_warn_turn(off, off_clock, growth)
+    assert record.tier == CompactionTier.WARN and record.effective
+
+    on = cached_session(tmp_path, True, on_clock, results=results, lines=lines)
     prev, before_on, sent, held_record = first_warn_turn(on, on_clock, growth)
     assert before_on == before  # the same history up to this turn
-    # the bill, from raw bytes: what was cached from the first offloaded message on is written
-    # again (less what the offload removes); each turn until Soft reads ``saved`` fewer tokens
-    rewritten = (
-        max(0, sum(raw_bytes(m) for m in prev) - sum(raw_bytes(m) for m in before[:first])) // 4
-    )
-    cost = WRITE * (rewritten - min(saved, rewritten)) - READ * rewritten
-    turns = math.ceil((0.7 * WINDOW - raw_tokens(before)) / growth)
-    saving = READ * saved * turns
-    assert abs(saving - cost) > 0.02 * cost, "a case this close would test rounding, not the rule"
+    cost, earned = _bill(prev, before, offloaded, growth)
+    assert abs(earned - cost) > 0.02 * cost, "a case this close would test rounding, not the rule"
 
-    if saving >= cost:
+    if earned >= cost:
         assert sent == offloaded and on.offloads_held == 0
     else:
         assert sent == before, "held: the view goes out as it was, cache intact"
@@ -65,24 +81,28 @@ def test_warn_offloads_only_when_its_cache_reads_saved_before_soft_repay_the_rew
         assert held_record.tier == CompactionTier.WARN
         assert not held_record.effective
         assert held_record.fallback.startswith("offload held:")
+        turns = math.ceil((SOFT_AT - raw_tokens(before)) / growth)
         assert f"{turns} turns until Soft" in held_record.fallback
 
 
-def test_the_sweep_covers_both_decisions(tmp_path: Path) -> None:
-    """The growths above straddle the rule: slow growth offloads, fast growth holds."""
-    decisions = []
-    for growth in (40, 900):
+def test_the_cases_cover_both_decisions(tmp_path: Path) -> None:
+    """The cases above straddle the rule: large offloads pay, a small one before a large
+    cached prompt is held."""
+    held = []
+    for results, lines, growth in CASES:
         clock = Clock()
-        session = cached_session(tmp_path / str(growth), True, clock)
+        session = cached_session(
+            tmp_path / f"{results}-{growth}", True, clock, results=results, lines=lines
+        )
         first_warn_turn(session, clock, growth)
-        decisions.append(session.offloads_held)
-    assert decisions == [0, 1]
+        held.append(session.offloads_held)
+    assert held == [0, 0, 1, 1]
 
 
 def test_a_cold_cache_offloads_whatever_the_horizon(tmp_path: Path) -> None:
     """After the TTL nothing is cached: the offload only makes the rewrite smaller."""
     clock = Clock()
-    session = cached_session(tmp_path, True, clock)
+    session = cached_session(tmp_path, True, clock, results=1, lines=58)  # held when warm
     _prev, before, sent, record = first_warn_turn(session, clock, 900, gap_s=301)
     assert record.effective and raw_tokens(sent) < raw_tokens(before)
     assert session.offloads_held == 0
@@ -90,7 +110,7 @@ def test_a_cold_cache_offloads_whatever_the_horizon(tmp_path: Path) -> None:
 
 def test_held_turns_record_one_event_per_streak_then_soft_summarises(tmp_path: Path) -> None:
     clock, sink = Clock(), MemorySink()
-    session = cached_session(tmp_path, True, clock, sink)
+    session = cached_session(tmp_path, True, clock, sink, results=1, lines=58)
     first_warn_turn(session, clock, 900)
     tiers = []
     while not session.records:

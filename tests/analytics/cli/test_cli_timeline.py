@@ -59,7 +59,7 @@ def test_timeline_says_which_warn_offloads_the_cache_held_and_why(tmp_path: Path
     held turn (a Warn ``view_prepared`` of the raw spool that changed nothing) is listed as
     ``offload_held``, with the bill in its words."""
     clock, sink = Clock(), SpoolSink(tmp_path / "spool")
-    session = cached_session(tmp_path / "work", True, clock, sink)
+    session = cached_session(tmp_path / "work", True, clock, sink, results=1, lines=58)
     first_warn_turn(session, clock, 900)
     while not session.records:
         grow(session, 900)
