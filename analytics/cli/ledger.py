@@ -65,6 +65,14 @@ def ledger_table(found: dict[str, Any]) -> None:
             highlight=False,
             markup=False,
         )
+    kinds = [k for k in found.get("by_kind", []) if k["paid_share"] is not None]
+    if len(kinds) > 1:
+        said = "; ".join(
+            f"{k['origin']} {str(k['tier']).lower()} ({k['trigger']}): {k['paid_share']:.0%} "
+            f"of {k['priced']:,}"
+            for k in kinds
+        )
+        console.print(f"paid, by kind: {said}", soft_wrap=True, highlight=False, markup=False)
 
 
 def ledger(

@@ -248,6 +248,29 @@ def _rebound(
     return None
 
 
+def paid_by_kind(ledger: pl.DataFrame) -> list[dict[str, object]]:
+    """Per (origin, tier, trigger), most compactions first: how many there are, how many are
+    priced, and the share of those that paid for themselves (None when none is priced)."""
+    if ledger.is_empty():
+        return []
+    paid = pl.col("paid")
+    rows = (
+        ledger.group_by("origin", "tier_name", "trigger")
+        .agg(
+            compactions=pl.len(),
+            priced=paid.is_not_null().sum(),
+            paid=paid.fill_null(False).sum(),
+        )
+        .with_columns(
+            paid_share=pl.when(pl.col("priced") > 0).then(pl.col("paid") / pl.col("priced"))
+        )
+        .rename({"tier_name": "tier"})
+        .sort(["compactions", "origin", "tier", "trigger"], descending=[True, False, False, False])
+        .select("origin", "tier", "trigger", "compactions", "priced", "paid_share")
+    )
+    return rows.to_dicts()
+
+
 def paid_share(ledger: pl.DataFrame) -> float | None:
     """The share of priced compactions that paid for themselves (None when none is priced)."""
     priced = ledger.filter(pl.col("paid").is_not_null())

@@ -15,7 +15,7 @@ import polars as pl
 
 from analytics.jobs.costs import price_turns
 from analytics.jobs.grounding import grounded_share
-from analytics.jobs.ledger import LEDGER_COLUMNS, compaction_ledger, paid_share
+from analytics.jobs.ledger import LEDGER_COLUMNS, compaction_ledger, paid_by_kind, paid_share
 from analytics.jobs.prices import PriceProfile
 from analytics.queries import frames as queries
 from analytics.queries.findings import check_session
@@ -56,10 +56,12 @@ def ledger_frame(
 
 def ledger_figures(ledger: pl.DataFrame) -> dict[str, Any]:
     """``stats --json``'s ``ledger``: how many compactions have one, the share that paid for
-    themselves, how many grew the context and how many were back above their tier at once."""
+    themselves (in all, and by origin, tier and trigger: ``by_kind``), how many grew the
+    context and how many were back above their tier at once."""
     return {
         "compactions": ledger.height,
         "paid_share": paid_share(ledger),
+        "by_kind": paid_by_kind(ledger),
         "priced": int(ledger.get_column("paid").is_not_null().sum()) if ledger.height else 0,
         "grew": int(ledger.get_column("grew").fill_null(False).sum()) if ledger.height else 0,
         "rebounded": int(ledger.get_column("rebound_turns").is_not_null().sum())

@@ -64,6 +64,34 @@ def test_every_effective_compaction_of_a_replay_has_a_ledger(replayed: Path) -> 
     stats = json.loads(invoke_ok("stats", "--json", "--home", str(replayed)))
     assert stats["ledger"]["paid_share"] == pytest.approx(found["paid_share"])
     assert stats["ledger"]["compactions"] == len(spooled)
+    # by tier and trigger: the groups and their sizes are the raw lines'; each group's share
+    # is that of its rows that paid (their break-even turns are checked below)
+    kinds = _spooled_kinds(replayed)
+    by_kind = {(k["tier"], k["trigger"]): k for k in stats["ledger"]["by_kind"]}
+    assert {key: k["compactions"] for key, k in by_kind.items()} == kinds
+    tiers = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
+    for (tier, trigger), kind in by_kind.items():
+        rows = [
+            r for r in found["compactions"] if (tiers[r["tier"]], r["trigger"]) == (tier, trigger)
+        ]
+        assert kind["paid_share"] == pytest.approx(sum(bool(r["paid"]) for r in rows) / len(rows))
+    assert found["by_kind"] == stats["ledger"]["by_kind"]
+
+
+def _spooled_kinds(home: Path) -> dict[tuple[str, str], int]:
+    """Effective compactions of the spool's raw lines, by (tier name, trigger)."""
+    names = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
+    counts: dict[tuple[str, str], int] = {}
+    for path in (home / "spool").rglob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event.get("type") != "compaction_recorded":
+                continue
+            record = event["payload"]["record"]
+            if record.get("effective", True) and record["tier"] > 0:
+                key = (names[record["tier"]], record.get("trigger", "auto"))
+                counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _reigns(home: Path) -> dict[str, list[tuple[int, float]]]:
