@@ -9,7 +9,7 @@ gaps are exact; the sizes are measured here with the compactor's own estimator.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -21,17 +21,9 @@ from compactor import (
     Message,
     ProgressiveCompactor,
 )
+from tests.compactor.cached_sessions import Clock
 
 WINDOW = 4_000
-START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _session(config: CompactorConfig, clock: Clock) -> CompactionSession:

@@ -10,6 +10,7 @@ next prompt holds, must be flagged; none of the real ones that shrank may be.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,12 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def _spooled_compactions(home: Path) -> set[str]:
-    """The ids of effective, non-none compactions in the spool's raw lines."""
-    ids = set()
+TIER_NAMES = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
+
+
+def _spooled_records(home: Path) -> list[dict[str, Any]]:
+    """The effective, non-none compaction records of the spool's raw lines."""
+    records = []
     for path in (home / "spool").rglob("*.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             event = json.loads(line)
@@ -48,14 +52,15 @@ def _spooled_compactions(home: Path) -> set[str]:
                 continue
             record = event["payload"]["record"]
             if record.get("effective", True) and record["tier"] > 0:
-                ids.add(record["id"])
-    return ids
+                records.append(record)
+    return records
 
 
 @pytest.mark.integration
 def test_every_effective_compaction_of_a_replay_has_a_ledger(replayed: Path) -> None:
     found = _ledger(replayed)
-    spooled = _spooled_compactions(replayed)
+    records = _spooled_records(replayed)
+    spooled = {record["id"] for record in records}
     assert spooled, "the replay compacted nothing: the window is too large for the test"
     assert {row["compaction_id"] for row in found["compactions"]} == spooled
     assert found["priced"] == len(spooled)  # every one of them has a turn after it, priced
@@ -66,32 +71,17 @@ def test_every_effective_compaction_of_a_replay_has_a_ledger(replayed: Path) -> 
     assert stats["ledger"]["compactions"] == len(spooled)
     # by tier and trigger: the groups and their sizes are the raw lines'; each group's share
     # is that of its rows that paid (their break-even turns are checked below)
-    kinds = _spooled_kinds(replayed)
+    kinds = Counter((TIER_NAMES[r["tier"]], r.get("trigger", "auto")) for r in records)
     by_kind = {(k["tier"], k["trigger"]): k for k in stats["ledger"]["by_kind"]}
     assert {key: k["compactions"] for key, k in by_kind.items()} == kinds
-    tiers = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
     for (tier, trigger), kind in by_kind.items():
         rows = [
-            r for r in found["compactions"] if (tiers[r["tier"]], r["trigger"]) == (tier, trigger)
+            r
+            for r in found["compactions"]
+            if (TIER_NAMES[r["tier"]], r["trigger"]) == (tier, trigger)
         ]
         assert kind["paid_share"] == pytest.approx(sum(bool(r["paid"]) for r in rows) / len(rows))
     assert found["by_kind"] == stats["ledger"]["by_kind"]
-
-
-def _spooled_kinds(home: Path) -> dict[tuple[str, str], int]:
-    """Effective compactions of the spool's raw lines, by (tier name, trigger)."""
-    names = {1: "WARN", 2: "SOFT", 3: "FULL", 4: "EMERGENCY"}
-    counts: dict[tuple[str, str], int] = {}
-    for path in (home / "spool").rglob("*.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("type") != "compaction_recorded":
-                continue
-            record = event["payload"]["record"]
-            if record.get("effective", True) and record["tier"] > 0:
-                key = (names[record["tier"]], record.get("trigger", "auto"))
-                counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def _reigns(home: Path) -> dict[str, list[tuple[int, float]]]:
