@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -47,11 +48,12 @@ class CompactorConfig(BaseModel):
         cold_cache_ttl_s: how long the provider keeps a prompt cached (Anthropic's default: 300
             seconds), for ``cold_cache_compact`` and ``cache_priced_offload``.
         cache_priced_offload: hold a Warn offload back while the prompt cache is warm and the
-            offload does not pay for itself before the next summarising compaction: it rewrites
-            the cached prompt from its first offloaded result on (a cache write where a cache
-            read was due), and saves the offloaded tokens' cache reads on each later turn until
-            Soft, which the session foresees from how fast the view has been growing. Off (the
-            default): Warn always offloads.
+            offload does not pay for itself: it rewrites the cached prompt from its first
+            offloaded result on (a cache write where a cache read was due); it earns the
+            offloaded tokens' cache reads on each later turn until Soft, which the session
+            foresees from how fast the view has been growing, and puts Soft (and every
+            compaction after it) off by the offloaded tokens' turns of growth
+            (``compactor.pipeline._cache_bill``). Off (the default): Warn always offloads.
         cache_read_price, cache_write_price: what a cached prompt token costs to read and to
             write, as fractions of an uncached one (Anthropic's: 0.1 and 1.25), for
             ``cache_priced_offload``.
@@ -111,8 +113,18 @@ class CompactorConfig(BaseModel):
         """A short stable hash of every value, stored on records to group runs by config.
         Fields added after the first release count only when set away from their default, so
         a config that leaves them alone hashes as it did before they existed."""
-        later = {n for n in _LATER_FIELDS if getattr(self, n) == type(self).model_fields[n].default}
+        later = self._later_at_default()
         return hashlib.sha256(self.model_dump_json(exclude=later).encode()).hexdigest()[:12]
+
+    def recorded(self) -> dict[str, Any]:
+        """Every value as JSON data, less the later fields still at their default (those
+        ``config_hash`` leaves out): what a session records and what a replay is keyed by, so a
+        config that leaves them alone is recorded, grouped and replayed as before they existed."""
+        return self.model_dump(mode="json", exclude=self._later_at_default())
+
+    def _later_at_default(self) -> set[str]:
+        fields = type(self).model_fields
+        return {n for n in _LATER_FIELDS if getattr(self, n) == fields[n].default}
 
 
 _LATER_FIELDS = (

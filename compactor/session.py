@@ -42,7 +42,12 @@ from compactor.pipeline._outcome import CompactionOutcome
 from compactor.pipeline._tiers import context_ratio
 from compactor.pipeline._tooltime import ToolTimeOffload
 from compactor.pipeline._work import Trigger, untouched_record
-from compactor.pipeline.pairs import ExchangeTracker, missing_results, repair_orphaned_tool_pairs
+from compactor.pipeline.pairs import (
+    ExchangeTracker,
+    missing_results,
+    repair_orphaned_tool_pairs,
+    repair_with_report,
+)
 from compactor.pipeline.progressive import ProgressiveCompactor
 from compactor.records import CompactionRecord, CompactionTier, OffloadEntry
 from compactor.tokens import MAX_REPORTED_TOKENS, message_bytes, raw_tokens, token_count
@@ -155,7 +160,7 @@ class CompactionSession:
         self._settled: int | None = None
         """Tokens of the view the last summarising compaction left (None: none yet)."""
         self._grown_from: tuple[int, int] | None = None
-        """(turn, tokens of its view) of the first view sent since the last effective
+        """(turn, bytes of its view) of the first view sent since the last effective
         compaction: how fast the view grows, to foresee when Soft fires."""
         self._last_view_bytes = 0
         self._pairs = ExchangeTracker()
@@ -222,7 +227,7 @@ class CompactionSession:
         system, compactor, capture = self.system, self.compactor, self.capture
         return lambda: SessionStarted(
             context_window=compactor.context_window,
-            config=compactor.config.model_dump(),
+            config=compactor.config.recorded(),
             model=model,
             agent=agent,
             parent_session_id=parent_session_id,
@@ -342,44 +347,62 @@ class CompactionSession:
             return self._plan(tokens, CompactionTier.SOFT, "cold_cache")
         if tier == CompactionTier.NONE:
             return self._uncompacted(tokens)
+        plan = self._plan(tokens, None)
         if config.cache_priced_offload and compactor.offloader is not None:
             bill = offload_bill(
-                self.view(),
+                plan.view,
                 config,
                 compactor.estimator,
                 cached_bytes=0 if cold else self._last_view_bytes,
-                growth=self._growth(tokens),
+                growth=self._growth(),
                 tokens=tokens,
                 window=compactor.context_window,
                 settled=self._settled,
+                session_id=self.session_id,
             )
             if bill is not None and not bill.pays:
                 return self._held(tokens, bill)
-        return self._plan(tokens, None)
+        return plan
 
-    def _growth(self, tokens: int) -> float | None:
-        """Tokens the view gained per turn since the last effective compaction (None before a
-        second turn to measure it by)."""
+    def _view_bytes(self) -> int:
+        return self._system_bytes + self._prefix_bytes + self._new_bytes
+
+    def _growth(self) -> float | None:
+        """Tokens the view gained per turn since the first view sent after the last effective
+        compaction (None before one was sent), both ends counted by the estimator as it is
+        now: a calibration learnt in between is no growth."""
         if self._grown_from is None:
             return None
         turn, start = self._grown_from
-        return (tokens - start) / (self._turn + 1 - turn)
+        estimator = self.compactor.estimator
+        grown = estimator.tokens_for_bytes(self._view_bytes()) - estimator.tokens_for_bytes(start)
+        return grown / (self._turn + 1 - turn)
 
     def _held(self, tokens: int, bill: OffloadBill) -> tuple[list[Message], CompactionRecord]:
-        """The view sent as it is, with a Warn record that says why nothing was offloaded
-        (recorded once per streak of held turns, as no-ops are)."""
-        view, untouched = self._uncompacted(tokens)
+        """The view sent as it is (repaired, as every view sent), with a Warn record that says
+        why nothing was offloaded (recorded once per streak of held turns, as no-ops are)."""
+        raw = self.view()
+        repaired = repair_with_report(raw)
+        view = repaired.messages if repaired.notes else raw
+        sources: list[int | None] = (
+            list(repaired.sources) if repaired.notes else list(range(len(raw)))
+        )
+        compactor = self.compactor
+        untouched = untouched_record(
+            self.session_id, tokens, len(view), compactor.context_window, compactor.estimator
+        )
         record = untouched.model_copy(
-            update={"tier": CompactionTier.WARN, "fallback": bill.words()}
+            update={
+                "tier": CompactionTier.WARN,
+                "fallback": bill.words(),
+                "config_hash": compactor.config.config_hash(),
+            }
         )
         self.offloads_held += 1
         if self._last_noop != _HELD:
             self._last_noop = _HELD
-            index = self._view_index()
-            if len(index) != len(view):  # the view sent had an exchange repaired
-                index = [None] * len(view)
-            outcome = CompactionOutcome(view, record, list(range(len(view))), view)
-            self._record_compaction(outcome, index)
+            outcome = CompactionOutcome(view, record, sources, raw)
+            self._record_compaction(outcome, self._view_index())
         return view, record
 
     def compact(self) -> CompactionRecord:
@@ -427,10 +450,10 @@ class CompactionSession:
         """Bookkeeping for the view about to be sent: its size (what usage reports describe,
         so calibration compares like with like) and a ``view_prepared`` event."""
         view, record = prepared
-        self._last_view_bytes = self._system_bytes + self._prefix_bytes + self._new_bytes
+        self._last_view_bytes = self._view_bytes()
         self._turn += 1
         if self._grown_from is None:
-            self._grown_from = (self._turn, self.tokens())
+            self._grown_from = (self._turn, self._last_view_bytes)
         estimator, config = self.compactor.estimator, self.compactor.config
         self._recorder.emit(
             lambda: ViewPrepared(

@@ -44,7 +44,7 @@ from analytics.queries.ledger import ledger_figures, ledger_frame
 from analytics.queries.materialize import job_table, job_table_exists
 from analytics.store import EventStore, QuarantinedLine
 from analytics.store.projector import Projector
-from compactor import AnchorType, CompactionTier
+from compactor import AnchorType, CompactionTier, CompactorConfig
 
 TIERS = tuple(t for t in CompactionTier if t != CompactionTier.NONE)
 
@@ -154,12 +154,23 @@ def _cohort_value(row: dict[str, Any], name: CohortKey) -> Any:
     if name == "window":
         return row["context_window"]
     if name == "config":
-        text = row["config"] or ""
-        return hashlib.sha256(text.encode()).hexdigest()[:8] if text else None
+        return _config_cohort(row["config"] or "")
     if name == "harness":
         agent = (row["agent"] or "").lower()
         return next((h for h in HARNESSES if agent.startswith(h)), None)
     return row[name] or None
+
+
+def _config_cohort(text: str) -> str | None:
+    """The recorded config's ``config_hash`` (8 digits): one config is one cohort however it
+    was recorded (a release that wrote every field, or one that left later defaults out); a
+    config this release cannot read is grouped by its text."""
+    if not text:
+        return None
+    try:
+        return CompactorConfig.model_validate_json(text).config_hash()[:8]
+    except ValueError:
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def _figures(

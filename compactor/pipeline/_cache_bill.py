@@ -32,6 +32,7 @@ from compactor.messages import Message
 from compactor.pipeline._tiers import split_head_tail
 from compactor.pipeline.offload import OFFLOAD_DIR, is_offloaded, render_placeholder
 from compactor.tokens import TokenEstimator, message_bytes, utf8_len
+from compactor.writing._safepath import safe_name
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,16 @@ def offload_bill(
     tokens: int,
     window: int,
     settled: int | None = None,
+    session_id: str = "",
 ) -> OffloadBill | None:
     """The bill of the offload Warn would make of ``view`` now, or None when it would offload
     nothing. ``cached_bytes``: how much of the view the provider has cached (the previous
     view's bytes; 0 when the cache has expired); ``growth``: tokens the view gains per turn;
     ``tokens``: the view's tokens now, in a ``window``-token context; ``settled``: the tokens
     the session's last summarising compaction left (None: none yet, half of Soft's
-    threshold is assumed)."""
+    threshold is assumed); ``session_id``: whose offload folder the placeholders name."""
     split = split_head_tail(view, config.min_tail_messages)
+    folder = OFFLOAD_DIR / safe_name(session_id or "default")
     first: int | None = None
     saved_bytes = 0
     for i in range(split.head_start, split.tail_start):
@@ -91,7 +94,7 @@ def offload_bill(
         size = utf8_len(msg.content)
         if not msg.tool_call_id or size <= config.offload_threshold or is_offloaded(msg.content):
             continue
-        stand_in = f"{OFFLOAD_DIR}/session/{msg.tool_call_id}.txt"
+        stand_in = f"{folder}/{safe_name(msg.tool_call_id)}.txt"  # as the offloader names it
         kept = utf8_len(
             render_placeholder(stand_in, msg.content, config.preview_lines, config.preview_chars)
         )
@@ -112,6 +115,10 @@ def offload_bill(
     turns = max(0, math.ceil((soft_at - tokens) / growth))
     left = soft_at / 2 if settled is None else min(settled, soft_at)
     cycle = max(1.0, (soft_at - left) / growth)  # turns from one summary to the next
-    compaction = write * left + (soft_at - left)  # its rewrite, and the summariser's input
+    # a summary's rewrite (the fixed prompt the estimator counts stays cached) and the
+    # summariser's reading of what it replaces
+    compaction = write * max(0.0, left - zero) + (soft_at - left)
     deferral = min(saved / growth, cycle) / cycle * compaction
-    return OffloadBill(saved, rewritten, turns, cost, read * saved * turns, deferral)
+    # reads saved on the turns before Soft's; Soft's own turn is in the deferral
+    saving = read * saved * max(0, turns - 1)
+    return OffloadBill(saved, rewritten, turns, cost, saving, deferral)

@@ -16,6 +16,7 @@ from compactor import (
     ProgressiveCompactor,
     ToolCall,
 )
+from compactor.tokens import TokenEstimator
 from compactor.writing.sinks import EventSink
 
 WINDOW = 20_000
@@ -57,12 +58,13 @@ def cached_session(
     *,
     results: int = 3,
     lines: int = 100,
+    estimator: TokenEstimator | None = None,
 ) -> CompactionSession:
     """A session half full, its head holding ``results`` tool results of ``lines`` lines."""
     config = CompactorConfig(cache_priced_offload=priced, cache_read_price=READ)
     offloader = CompactionOffloader(tmp_path / ("on" if priced else "off"), "s")
     compactor = ProgressiveCompactor(
-        ExtractiveSummarizer(), WINDOW, config=config, offloader=offloader
+        ExtractiveSummarizer(), WINDOW, config=config, offloader=offloader, estimator=estimator
     )
     session = CompactionSession(
         compactor, "You fix bugs.", session_id="s", event_sink=sink, clock=clock
