@@ -24,6 +24,7 @@ from compactor import (
     CompactionRecord,
     CompactionSession,
     CompactionTier,
+    CompactorConfig,
     EventSink,
     ExtractiveSummarizer,
     Message,
@@ -67,10 +68,22 @@ def summarizer_spec(compactor: ProgressiveCompactor) -> str:
     return f"{type(summarizer).__name__}:{getattr(summarizer, 'model_name', '')}"
 
 
+KEYED_SINCE = ("cache_priced_offload", "cache_read_price", "cache_write_price")
+"""Config fields added since replays were last keyed (release 3b7a7e4): left out of the key
+while at their default, so a replay of a config that leaves them alone keeps its family and an
+upgrade does not replay a transcript a second time beside the first. Add new fields here."""
+
+
+def _keyed_config(config: CompactorConfig) -> dict[str, Any]:
+    defaults = type(config).model_fields
+    unset = {n for n in KEYED_SINCE if getattr(config, n) == defaults[n].default}
+    return config.model_dump(mode="json", exclude=unset)
+
+
 def replay_config_hash(compactor: ProgressiveCompactor, *, calibrate: bool = True) -> str:
     """8 hex digits of the ``CompactorConfig``, the summariser and the estimator."""
     parts = [
-        compactor.config.recorded(),  # a config that leaves later fields alone keys as before
+        _keyed_config(compactor.config),
         summarizer_spec(compactor),
         type(compactor.estimator).__name__,
         calibrate,

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from analytics.cli.commands import run_replay
 from analytics.importers import import_path
+from analytics.replay.driver import replay_config_hash
 from analytics.store import open_store
 from compactor import (
     CompactionOffloader,
+    CompactorConfig,
     ExtractiveSummarizer,
     Message,
     PreviousCompaction,
@@ -110,3 +112,17 @@ def test_replay_with_capture_metadata_records_no_message_text(tmp_path: Path) ->
         assert store.query("SELECT DISTINCT capture FROM sessions").to_series().to_list() == [
             "metadata"
         ]
+
+
+def test_a_config_that_leaves_the_newest_fields_alone_keeps_the_last_releases_replay_family() -> (
+    None
+):
+    """Upgrading must not replay a transcript a second time beside the first: the default
+    config keys as release 3b7a7e4 keyed it (``6aa0b55a``), and setting a new field moves it."""
+    default = ProgressiveCompactor(ExtractiveSummarizer(), 8000)
+    assert replay_config_hash(default) == "6aa0b55a"
+    for field, value in (("cache_priced_offload", True), ("cache_read_price", 0.26)):
+        other = ProgressiveCompactor(
+            ExtractiveSummarizer(), 8000, config=CompactorConfig.model_validate({field: value})
+        )
+        assert replay_config_hash(other) != "6aa0b55a", field
