@@ -129,13 +129,18 @@ def test_held_turns_record_one_event_per_streak_then_soft_summarises(tmp_path: P
         tiers.append((record.tier, record.effective))
     assert session.offloads_held >= 2, "the streak held more than one turn"
     assert tiers[-1] == (CompactionTier.SOFT, True)
-    held = [
+    held = _held_events(sink)
+    assert len(held) == 1
+
+
+def _held_events(sink: MemorySink) -> list[CompactionRecorded]:
+    """The compaction events of held Warn offloads, in the order recorded."""
+    return [
         e.payload
         for e in sink.of_type("compaction_recorded")
         if isinstance(e.payload, CompactionRecorded)
         and e.payload.record.fallback.startswith("offload held:")
     ]
-    assert len(held) == 1
 
 
 def test_off_by_default_and_hashes_and_records_as_before() -> None:
@@ -197,12 +202,7 @@ def test_a_held_turn_with_an_exchange_open_records_every_message_at_its_history_
     clock.now += timedelta(seconds=10)
     _view, record = session.prepare()
     assert record.fallback.startswith("offload held:")
-    held = [
-        e.payload
-        for e in sink.of_type("compaction_recorded")
-        if isinstance(e.payload, CompactionRecorded)
-        and e.payload.record.fallback.startswith("offload held:")
-    ]
+    held = _held_events(sink)
     assert len(held) == 1
     after = held[0].after
     named = [item.index for item in after if item.status != "synthetic"]
