@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -113,18 +114,20 @@ class CompactorConfig(BaseModel):
         """A short stable hash of every value, stored on records to group runs by config.
         Fields added after the first release count only when set away from their default, so
         a config that leaves them alone hashes as it did before they existed."""
-        later = self._later_at_default()
+        later = self.at_default(_LATER_FIELDS)
         return hashlib.sha256(self.model_dump_json(exclude=later).encode()).hexdigest()[:12]
 
     def recorded(self) -> dict[str, Any]:
         """Every value as JSON data, less the later fields still at their default (those
-        ``config_hash`` leaves out): what a session records and what a replay is keyed by, so a
-        config that leaves them alone is recorded, grouped and replayed as before they existed."""
-        return self.model_dump(mode="json", exclude=self._later_at_default())
+        ``config_hash`` leaves out): what a session records of its config."""
+        return self.model_dump(mode="json", exclude=self.at_default(_LATER_FIELDS))
 
-    def _later_at_default(self) -> set[str]:
+    def at_default(self, names: Iterable[str]) -> set[str]:
+        """Those of the fields ``names`` that hold their default value: what a record or a key
+        leaves out, so that a config that leaves fields added later alone is written (and
+        hashed) as before they existed."""
         fields = type(self).model_fields
-        return {n for n in _LATER_FIELDS if getattr(self, n) == fields[n].default}
+        return {n for n in names if getattr(self, n) == fields[n].default}
 
 
 _LATER_FIELDS = (

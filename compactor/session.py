@@ -382,11 +382,11 @@ class CompactionSession:
         """The view sent as it is (repaired, as every view sent), with a Warn record that says
         why nothing was offloaded (recorded once per streak of held turns, as no-ops are)."""
         raw = self.view()
-        repaired = repair_with_report(raw)
-        view = repaired.messages if repaired.notes else raw
-        sources: list[int | None] = (
-            list(repaired.sources) if repaired.notes else list(range(len(raw)))
-        )
+        view: list[Message] = raw
+        sources: list[int | None] = list(range(len(raw)))
+        if self._pairs.needs_repair:  # never send a broken exchange (as _uncompacted)
+            repaired = repair_with_report(raw)
+            view, sources = repaired.messages, list(repaired.sources)
         compactor = self.compactor
         untouched = untouched_record(
             self.session_id, tokens, len(view), compactor.context_window, compactor.estimator

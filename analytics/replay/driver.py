@@ -24,7 +24,6 @@ from compactor import (
     CompactionRecord,
     CompactionSession,
     CompactionTier,
-    CompactorConfig,
     EventSink,
     ExtractiveSummarizer,
     Message,
@@ -74,16 +73,10 @@ while at their default, so a replay of a config that leaves them alone keeps its
 upgrade does not replay a transcript a second time beside the first. Add new fields here."""
 
 
-def _keyed_config(config: CompactorConfig) -> dict[str, Any]:
-    defaults = type(config).model_fields
-    unset = {n for n in KEYED_SINCE if getattr(config, n) == defaults[n].default}
-    return config.model_dump(mode="json", exclude=unset)
-
-
 def replay_config_hash(compactor: ProgressiveCompactor, *, calibrate: bool = True) -> str:
     """8 hex digits of the ``CompactorConfig``, the summariser and the estimator."""
     parts = [
-        _keyed_config(compactor.config),
+        compactor.config.model_dump(mode="json", exclude=compactor.config.at_default(KEYED_SINCE)),
         summarizer_spec(compactor),
         type(compactor.estimator).__name__,
         calibrate,

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from compactor.config import CompactorConfig
 from compactor.messages import Message
 from compactor.pipeline._tiers import split_head_tail
-from compactor.pipeline.offload import OFFLOAD_DIR, is_offloaded, render_placeholder
+from compactor.pipeline.offload import offloadable, render_placeholder, result_path
 from compactor.tokens import TokenEstimator, message_bytes, utf8_len
-from compactor.writing._safepath import safe_name
 
 
 @dataclass(frozen=True)
@@ -86,17 +85,16 @@ def offload_bill(
     the session's last summarising compaction left (None: none yet, half of Soft's
     threshold is assumed); ``session_id``: whose offload folder the placeholders name."""
     split = split_head_tail(view, config.min_tail_messages)
-    folder = OFFLOAD_DIR / safe_name(session_id or "default")
     first: int | None = None
     saved_bytes = 0
     for i in range(split.head_start, split.tail_start):
         msg = view[i]
-        size = utf8_len(msg.content)
-        if not msg.tool_call_id or size <= config.offload_threshold or is_offloaded(msg.content):
+        if not offloadable(msg, config.offload_threshold):
             continue
-        stand_in = f"{folder}/{safe_name(msg.tool_call_id)}.txt"  # as the offloader names it
+        path = result_path(session_id, msg.tool_call_id or "")
+        size = utf8_len(msg.content)
         kept = utf8_len(
-            render_placeholder(stand_in, msg.content, config.preview_lines, config.preview_chars)
+            render_placeholder(path, msg.content, config.preview_lines, config.preview_chars)
         )
         if kept < size:
             first = i if first is None else first

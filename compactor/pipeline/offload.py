@@ -41,6 +41,23 @@ def is_offloaded(content: str) -> bool:
     return content.startswith(PLACEHOLDER_PREFIX)
 
 
+def offloadable(msg: Message, threshold: int) -> bool:
+    """Whether ``msg`` is a tool result larger than ``threshold`` UTF-8 bytes and not yet a
+    placeholder: one the offloader moves to a file (if its placeholder comes out smaller)."""
+    content = msg.content
+    return bool(msg.tool_call_id) and utf8_len(content) > threshold and not is_offloaded(content)
+
+
+def result_path(session_id: str, tool_call_id: str) -> str:
+    """Where the offloader first tries to put a result, relative to its work dir (the path a
+    placeholder names)."""
+    return str(
+        OFFLOAD_DIR
+        / safe_name(session_id or "default")
+        / f"{safe_name(tool_call_id or 'result')}.txt"
+    )
+
+
 def _preview(content: str, lines: int, chars: int) -> str:
     head = "\n".join(content.splitlines()[:lines])
     if len(head) > chars:
@@ -122,14 +139,12 @@ class CompactionOffloader:
         ``OffloadError`` when the file cannot be written (the caller keeps the original).
         """
         limit = self.threshold if threshold is None else threshold
-        if not msg.tool_call_id:
+        if not offloadable(msg, limit):
             return None
         content = msg.content
         data = content.encode("utf-8", "surrogatepass")
-        if len(data) <= limit or is_offloaded(content):
-            return None
         digest = hashlib.sha256(data).hexdigest()
-        key = (msg.tool_call_id, digest)
+        key = (msg.tool_call_id or "", digest)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._write(msg, data, digest, tool_name)
